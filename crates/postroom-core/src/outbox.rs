@@ -1,0 +1,64 @@
+//! The outbox store trait (R2, R3): rows written in the business transaction, claimed by
+//! relays with leases, marked published only after the broker's confirmation.
+
+use crate::envelope::MessageId;
+use crate::error::Result;
+use crate::message::{Headers, OutgoingMessage, Route};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// One outbox row claimed by a relay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxRecord {
+    /// Stable id.
+    pub id: MessageId,
+    /// Destination.
+    pub route: Route,
+    /// Headers.
+    pub headers: Headers,
+    /// Body.
+    pub body: Vec<u8>,
+    /// Aggregate key: rows with the same key are published in insertion order.
+    pub aggregate_key: String,
+    /// When the row was written.
+    pub created_at: DateTime<Utc>,
+    /// Failed publish attempts so far.
+    pub publish_attempts: u32,
+}
+
+impl OutboxRecord {
+    /// The message to publish.
+    #[must_use]
+    pub fn to_message(&self) -> OutgoingMessage {
+        OutgoingMessage { id: self.id, route: self.route.clone(), headers: self.headers.clone(), body: self.body.clone() }
+    }
+}
+
+/// The relay's side of an outbox.
+///
+/// `claim` must keep per-aggregate order across relays: it returns a row only if no earlier
+/// unpublished row of the same aggregate exists, and at most one row per aggregate per call,
+/// so version n+1 is never published before n is confirmed.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Claim up to `limit` publishable rows for `lease`, for relay `relay_id`.
+    async fn claim(&self, relay_id: &str, limit: usize, lease: Duration) -> Result<Vec<OutboxRecord>>;
+
+    /// Mark rows published (only after the broker confirmed them).
+    async fn mark_published(&self, relay_id: &str, ids: &[MessageId]) -> Result<()>;
+
+    /// Give a row back after a failed publish; it becomes claimable after `retry_after`.
+    async fn release(&self, relay_id: &str, id: MessageId, error: &str, retry_after: Duration) -> Result<()>;
+
+    /// Delete rows published more than `older_than` ago (retention). Returns how many.
+    async fn purge_published(&self, older_than: Duration) -> Result<u64>;
+
+    /// Rows not yet published.
+    async fn pending(&self) -> Result<u64>;
+
+    /// Wait until new rows may be there (a notification) or `max_wait` passes.
+    async fn wait_for_rows(&self, max_wait: Duration) {
+        tokio::time::sleep(max_wait).await;
+    }
+}

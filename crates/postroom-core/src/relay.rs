@@ -1,0 +1,137 @@
+//! The outbox relay (R3), written once against [`OutboxStore`] and [`Publisher`].
+//!
+//! Claim a batch with a lease, publish it with confirmations, mark published only the rows
+//! the broker confirmed, give the others back with a delay. A crash between publish and mark
+//! leaves the lease to expire: another relay republishes with the same id, and the
+//! consumers' inbox absorbs the copy.
+
+use crate::metrics as m;
+use crate::outbox::OutboxStore;
+use crate::transport::Publisher;
+use crate::Result;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Relay settings.
+#[derive(Clone, Debug)]
+pub struct RelayConfig {
+    /// This relay's name (several may run at once).
+    pub relay_id: String,
+    /// Rows per claim.
+    pub batch_size: usize,
+    /// Lease on claimed rows: longer than a publish batch can take.
+    pub lease: Duration,
+    /// Longest wait for new rows when the outbox is empty (a notification wakes it sooner).
+    pub idle_wait: Duration,
+    /// Delay before a row whose publish failed is tried again.
+    pub retry_after: Duration,
+    /// Published rows older than this are deleted; `None` keeps them.
+    pub retention: Option<Duration>,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        Self {
+            relay_id: format!("relay-{}", std::process::id()),
+            batch_size: 100,
+            lease: Duration::from_secs(30),
+            idle_wait: Duration::from_millis(500),
+            retry_after: Duration::from_secs(1),
+            retention: Some(Duration::from_secs(24 * 3600)),
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RelayPass {
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Rows published and marked.
+    pub published: usize,
+    /// Rows whose publish failed and were given back.
+    pub failed: usize,
+}
+
+/// The relay.
+pub struct OutboxRelay<S: ?Sized, P: ?Sized> {
+    store: Arc<S>,
+    publisher: Arc<P>,
+    config: RelayConfig,
+}
+
+impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
+    /// A relay over `store` publishing with `publisher`.
+    pub fn new(store: Arc<S>, publisher: Arc<P>, config: RelayConfig) -> Self {
+        Self { store, publisher, config }
+    }
+
+    /// Claim, publish, mark once.
+    pub async fn run_once(&self) -> Result<RelayPass> {
+        let cfg = &self.config;
+        let rows = self.store.claim(&cfg.relay_id, cfg.batch_size, cfg.lease).await?;
+        if rows.is_empty() {
+            return Ok(RelayPass::default());
+        }
+        let messages: Vec<_> = rows.iter().map(|r| r.to_message()).collect();
+        let started = Instant::now();
+        let results = self.publisher.publish_batch(&messages).await;
+        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay").record(started.elapsed().as_secs_f64());
+        let mut ok = Vec::with_capacity(rows.len());
+        let mut failed = 0;
+        for (row, result) in rows.iter().zip(results) {
+            match result {
+                Ok(()) => ok.push(row.id),
+                Err(e) => {
+                    failed += 1;
+                    metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
+                        .increment(1);
+                    tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
+                    let backoff = cfg.retry_after.saturating_mul(1 << row.publish_attempts.min(6));
+                    self.store.release(&cfg.relay_id, row.id, &e.to_string(), backoff).await?;
+                }
+            }
+        }
+        if !ok.is_empty() {
+            self.store.mark_published(&cfg.relay_id, &ok).await?;
+        }
+        metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone()).increment(ok.len() as u64);
+        Ok(RelayPass { claimed: rows.len(), published: ok.len(), failed })
+    }
+
+    /// Run until `shutdown` turns true. Store errors are logged and retried with a bounded,
+    /// jittered backoff; they never end the loop.
+    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        let mut backoff = crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+        let mut last_purge = Instant::now();
+        while !*shutdown.borrow() {
+            let pass = self.run_once().await;
+            let pause = match pass {
+                Ok(p) => {
+                    backoff.reset();
+                    if p.claimed == 0 { Some(self.config.idle_wait) } else { None }
+                }
+                Err(e) => {
+                    let d = backoff.next_delay();
+                    tracing::warn!(error = %e, retry_in_ms = d.as_millis() as u64, "relay pass failed");
+                    Some(d)
+                }
+            };
+            if let Some(ret) = self.config.retention {
+                if last_purge.elapsed() > Duration::from_secs(60) {
+                    last_purge = Instant::now();
+                    if let Err(e) = self.store.purge_published(ret).await {
+                        tracing::warn!(error = %e, "outbox retention purge failed");
+                    }
+                }
+            }
+            if let Some(d) = pause {
+                tokio::select! {
+                    _ = self.store.wait_for_rows(d) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+}
