@@ -1,0 +1,98 @@
+//! The suite's handler: applies a counted effect through the backend's inbox, with faults
+//! injected on demand, and records every call.
+
+use crate::backend::Backend;
+use async_trait::async_trait;
+use postroom_core::{Handled, Handler, HandlerError, Incoming, MessageId};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the handler does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Apply the effect.
+    None,
+    /// Fail transiently on the first `n` attempts of each message, then apply.
+    TransientTimes(u32),
+    /// Always fail transiently (a dependency that never comes back).
+    AlwaysTransient,
+    /// Always fail permanently.
+    Permanent,
+    /// Always fail with an unclassified error.
+    Unknown,
+    /// Return a business outcome without an effect.
+    BusinessOutcome,
+}
+
+/// One handler call.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Message id.
+    pub id: MessageId,
+    /// `x-retry-attempt` of the delivery.
+    pub attempt: u32,
+    /// When the handler was entered.
+    pub at: Instant,
+    /// Aggregate key and version.
+    pub aggregate: (String, u64),
+    /// Message type.
+    pub message_type: String,
+}
+
+/// A handler that applies `effect:<aggregate id>` through [`Backend::apply_effect`].
+pub struct EffectHandler<B> {
+    backend: Arc<B>,
+    consumer: String,
+    fault: Mutex<Fault>,
+    calls: Mutex<Vec<Call>>,
+}
+
+impl<B: Backend> EffectHandler<B> {
+    /// A handler for `consumer`.
+    pub fn new(backend: Arc<B>, consumer: &str, fault: Fault) -> Arc<Self> {
+        Arc::new(Self { backend, consumer: consumer.into(), fault: Mutex::new(fault), calls: Mutex::new(Vec::new()) })
+    }
+
+    /// Change the fault (e.g. heal the dependency).
+    pub fn set_fault(&self, fault: Fault) {
+        *self.fault.lock().unwrap() = fault;
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Calls for one message id.
+    pub fn calls_for(&self, id: MessageId) -> Vec<Call> {
+        self.calls().into_iter().filter(|c| c.id == id).collect()
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Handler for EffectHandler<B> {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let env = &m.envelope;
+        self.calls.lock().unwrap().push(Call {
+            id: env.id,
+            attempt: m.attempt,
+            at: Instant::now(),
+            aggregate: (env.aggregate.key(), env.aggregate.version),
+            message_type: env.message_type.clone(),
+        });
+        let fault = self.fault.lock().unwrap().clone();
+        match fault {
+            Fault::None => {}
+            Fault::TransientTimes(n) if m.attempt < n => {
+                return Err(HandlerError::transient("dependency_down", format!("injected transient failure on attempt {}", m.attempt)));
+            }
+            Fault::TransientTimes(_) => {}
+            Fault::AlwaysTransient => return Err(HandlerError::transient("dependency_down", "injected: dependency never recovers")),
+            Fault::Permanent => return Err(HandlerError::permanent("rejected_by_test", "injected permanent failure")),
+            Fault::Unknown => return Err(HandlerError::unknown("mystery", "injected unclassified failure")),
+            Fault::BusinessOutcome => return Ok(Handled::BusinessOutcome("rejected".into())),
+        }
+        let key = format!("effect:{}", env.aggregate.id);
+        self.backend.apply_effect(&self.consumer, env.id, &key).await.map_err(HandlerError::from)
+    }
+}
