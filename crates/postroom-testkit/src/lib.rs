@@ -40,7 +40,7 @@ macro_rules! conformance_suite {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                let backend = $make;
+                let backend = ::std::sync::Arc::new($make);
                 $crate::cases::$case(&backend).await;
             }
         )*

@@ -1,0 +1,118 @@
+//! # postroom-sqlite
+//!
+//! postroom's embedded default: one SQLite file (WAL) holds the outbox, the inbox, the parking
+//! lot and a durable queue whose retries become visible only after their delay. No server.
+//!
+//! ```
+//! # tokio_test();
+//! # fn tokio_test() { tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use postroom_core::{Envelope, OutgoingMessage};
+//! use postroom_sqlite::{SqliteStore, outbox, inbox};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = SqliteStore::open(dir.path().join("app.db")).await.unwrap();
+//!
+//! // Producer: the business row and the outbox row in one transaction.
+//! let env = Envelope::builder("order.created", "orders").aggregate("order", "o-1", 1).build();
+//! let mut tx = store.begin().await.unwrap();
+//! sqlx::query("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)").execute(&mut *tx).await.unwrap();
+//! sqlx::query("INSERT INTO orders (id) VALUES ('o-1')").execute(&mut *tx).await.unwrap();
+//! outbox::enqueue(&mut tx, &OutgoingMessage::from_envelope(&env, "order.created")).await.unwrap();
+//! tx.commit().await.unwrap();
+//!
+//! // Consumer: claim the inbox row in the business transaction; a duplicate claims nothing.
+//! let mut tx = store.begin().await.unwrap();
+//! assert!(inbox::claim(&mut tx, "inventory", env.id).await.unwrap());
+//! tx.commit().await.unwrap();
+//! let mut tx = store.begin().await.unwrap();
+//! assert!(!inbox::claim(&mut tx, "inventory", env.id).await.unwrap());
+//! # }); }
+//! ```
+
+mod error;
+pub mod inbox;
+pub mod outbox;
+mod parking;
+pub mod queue;
+mod schema;
+mod time;
+pub mod topic;
+
+pub use error::map as map_error;
+pub use queue::{SqliteDelivery, SqliteQueue, SqliteSubscriber, SubscribeOptions};
+pub use schema::SCHEMA_VERSION;
+
+use error::SqlxResultExt;
+use postroom_core::{Error, ErrorKind, Result};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The embedded store: outbox, inbox, parking lot and queue in one SQLite file.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`, in WAL mode with full sync, and
+    /// apply migrations. Several processes may open the same file.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(Error::new(ErrorKind::Config, format!("database directory {} does not exist", dir.display())));
+            }
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                let mapped = error::map(e);
+                Error::new(ErrorKind::Config, format!("cannot open database {}: {mapped}", path.display()))
+            })?;
+        schema::migrate(&pool).await.map_err(|e| {
+            if e.kind() == ErrorKind::Config {
+                Error::new(ErrorKind::Config, format!("cannot use database {}: {e}", path.display()))
+            } else {
+                e
+            }
+        })?;
+        Ok(Self { pool, path })
+    }
+
+    /// The connection pool, for the application's own tables.
+    #[must_use]
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The file path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Begin a write transaction (`BEGIN IMMEDIATE`, so a read-then-write transaction never
+    /// fails on lock upgrade). Use it for the business write plus outbox or inbox rows.
+    pub async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await.db()
+    }
+
+    /// The embedded queue on this file.
+    #[must_use]
+    pub fn queue(&self) -> SqliteQueue {
+        SqliteQueue::new(self.clone())
+    }
+}

@@ -1,0 +1,151 @@
+//! The outbox on SQLite: [`enqueue`] in the caller's transaction, and [`OutboxStore`] for relays.
+
+use crate::SqliteStore;
+use crate::error::SqlxResultExt;
+use crate::time::{from_ms, ms, now_ms};
+use postroom_core::message::headers as h;
+use postroom_core::{MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route, async_trait};
+use sqlx::{Row, SqliteConnection};
+use std::time::Duration;
+
+/// Write `message` into the outbox inside the caller's transaction (R2). The aggregate key
+/// (for per-aggregate ordering) is taken from the `x-aggregate-key` header, else the id.
+pub async fn enqueue(conn: &mut SqliteConnection, message: &OutgoingMessage) -> Result<()> {
+    let (kind, route) = match &message.route {
+        Route::Topic(t) => ("topic", t.as_str()),
+        Route::Consumer(c) => ("consumer", c.as_str()),
+    };
+    let key = message.headers.get(h::AGGREGATE_KEY).cloned().unwrap_or_else(|| message.id.to_string());
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO postroom_outbox (message_id, route_kind, route, headers, body, aggregate_key, created_at, available_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(message.id.to_string())
+    .bind(kind)
+    .bind(route)
+    .bind(serde_json::to_string(&message.headers).expect("headers serialise"))
+    .bind(&message.body)
+    .bind(key)
+    .bind(now)
+    .bind(now)
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
+fn record(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxRecord> {
+    let id: String = row.get("message_id");
+    let kind: String = row.get("route_kind");
+    let route: String = row.get("route");
+    let headers: String = row.get("headers");
+    Ok(OutboxRecord {
+        id: id.parse().map_err(|e| postroom_core::Error::new(postroom_core::ErrorKind::InvalidData, format!("bad id {id}: {e}")))?,
+        route: if kind == "consumer" { Route::Consumer(route) } else { Route::Topic(route) },
+        headers: serde_json::from_str(&headers).unwrap_or_default(),
+        body: row.get("body"),
+        aggregate_key: row.get("aggregate_key"),
+        created_at: from_ms(row.get("created_at")),
+        publish_attempts: row.get::<i64, _>("publish_attempts") as u32,
+    })
+}
+
+#[async_trait]
+impl OutboxStore for SqliteStore {
+    async fn claim(&self, relay_id: &str, limit: usize, lease: Duration) -> Result<Vec<OutboxRecord>> {
+        let now = now_ms();
+        let mut tx = self.begin().await?;
+        // Only the head of each aggregate: no earlier unpublished row of the same aggregate.
+        let rows = sqlx::query(
+            "SELECT o.* FROM postroom_outbox o
+             WHERE o.published_at IS NULL AND o.available_at <= ?1
+               AND (o.locked_until IS NULL OR o.locked_until < ?1)
+               AND NOT EXISTS (SELECT 1 FROM postroom_outbox p
+                               WHERE p.aggregate_key = o.aggregate_key AND p.published_at IS NULL AND p.seq < o.seq)
+             ORDER BY o.seq LIMIT ?2",
+        )
+        .bind(now)
+        .bind(limit as i64)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        let records = rows.iter().map(record).collect::<Result<Vec<_>>>()?;
+        for r in &records {
+            sqlx::query("UPDATE postroom_outbox SET locked_by = ?, locked_until = ? WHERE message_id = ?")
+                .bind(relay_id)
+                .bind(now + ms(lease))
+                .bind(r.id.to_string())
+                .execute(&mut *tx)
+                .await
+                .db()?;
+        }
+        tx.commit().await.db()?;
+        Ok(records)
+    }
+
+    async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
+        let now = now_ms();
+        let mut tx = self.begin().await?;
+        for id in ids {
+            sqlx::query("UPDATE postroom_outbox SET published_at = ?, locked_by = NULL, locked_until = NULL WHERE message_id = ?")
+                .bind(now)
+                .bind(id.to_string())
+                .execute(&mut *tx)
+                .await
+                .db()?;
+        }
+        tx.commit().await.db()
+    }
+
+    async fn release(&self, relay_id: &str, id: MessageId, error: &str, retry_after: Duration) -> Result<()> {
+        sqlx::query(
+            "UPDATE postroom_outbox SET locked_by = NULL, locked_until = NULL, available_at = ?,
+                    publish_attempts = publish_attempts + 1, last_error = ?
+             WHERE message_id = ? AND locked_by = ? AND published_at IS NULL",
+        )
+        .bind(now_ms() + ms(retry_after))
+        .bind(postroom_core::message::truncate(error, 2000))
+        .bind(id.to_string())
+        .bind(relay_id)
+        .execute(&self.pool)
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    async fn purge_published(&self, older_than: Duration) -> Result<u64> {
+        let r = sqlx::query("DELETE FROM postroom_outbox WHERE published_at IS NOT NULL AND published_at < ?")
+            .bind(now_ms() - ms(older_than))
+            .execute(&self.pool)
+            .await
+            .db()?;
+        Ok(r.rows_affected())
+    }
+
+    async fn pending(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL")
+            .fetch_one(&self.pool)
+            .await
+            .db()?;
+        Ok(n as u64)
+    }
+
+    async fn wait_for_rows(&self, max_wait: Duration) {
+        // SQLite has no notifications across processes: poll cheaply until rows appear.
+        let deadline = tokio::time::Instant::now() + max_wait;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20).min(max_wait)).await;
+            let ready: Option<i64> = sqlx::query_scalar(
+                "SELECT 1 FROM postroom_outbox WHERE published_at IS NULL AND available_at <= ? LIMIT 1",
+            )
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await
+            .unwrap_or(None);
+            if ready.is_some() {
+                return;
+            }
+        }
+    }
+}
