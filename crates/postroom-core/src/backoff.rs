@@ -19,7 +19,10 @@ impl Backoff {
 
     /// The next delay.
     pub fn next_delay(&mut self) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << self.step.min(16)).min(self.max);
+        let exp = self
+            .base
+            .saturating_mul(1u32 << self.step.min(16))
+            .min(self.max);
         self.step = self.step.saturating_add(1);
         exp.mul_f64(0.5 + rand::random::<f64>() * 0.5)
     }

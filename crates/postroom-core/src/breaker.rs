@@ -14,7 +14,10 @@ pub struct BreakerConfig {
 
 impl Default for BreakerConfig {
     fn default() -> Self {
-        Self { failure_threshold: 5, cooldown: Duration::from_secs(5) }
+        Self {
+            failure_threshold: 5,
+            cooldown: Duration::from_secs(5),
+        }
     }
 }
 
@@ -40,7 +43,10 @@ impl CircuitBreaker {
     /// A closed breaker.
     #[must_use]
     pub fn new(config: BreakerConfig) -> Self {
-        Self { config, inner: Mutex::new((BreakerState::Closed, 0)) }
+        Self {
+            config,
+            inner: Mutex::new((BreakerState::Closed, 0)),
+        }
     }
 
     /// The state now.
@@ -95,7 +101,10 @@ mod tests {
 
     #[test]
     fn opens_after_threshold_and_half_opens_after_cooldown() {
-        let b = CircuitBreaker::new(BreakerConfig { failure_threshold: 2, cooldown: Duration::from_millis(30) });
+        let b = CircuitBreaker::new(BreakerConfig {
+            failure_threshold: 2,
+            cooldown: Duration::from_millis(30),
+        });
         assert!(!b.record_failure());
         assert!(b.record_failure());
         assert!(b.pause().is_some());

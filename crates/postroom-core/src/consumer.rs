@@ -70,9 +70,17 @@ pub struct Consumer<H: ?Sized> {
 impl<H: Handler + ?Sized> Consumer<H> {
     /// A consumer running `handler`.
     pub fn new(config: ConsumerConfig, handler: Arc<H>) -> Self {
-        assert!(config.concurrency >= 1, "consumer concurrency must be at least 1");
+        assert!(
+            config.concurrency >= 1,
+            "consumer concurrency must be at least 1"
+        );
         let breaker = Arc::new(CircuitBreaker::new(config.breaker.clone()));
-        Self { config: Arc::new(config), handler, breaker, stats: Arc::new(ConsumerStats::default()) }
+        Self {
+            config: Arc::new(config),
+            handler,
+            breaker,
+            stats: Arc::new(ConsumerStats::default()),
+        }
     }
 
     /// Counters of what this consumer did.
@@ -86,7 +94,8 @@ impl<H: Handler + ?Sized> Consumer<H> {
     /// jittered backoff.
     pub async fn run<S: Subscriber>(&self, mut subscriber: S, mut shutdown: watch::Receiver<bool>) {
         let permits = Arc::new(Semaphore::new(self.config.concurrency));
-        let mut backoff = crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+        let mut backoff =
+            crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         let name = self.config.name.clone();
         loop {
             if *shutdown.borrow() {
@@ -137,9 +146,14 @@ impl<H: Handler + ?Sized> Consumer<H> {
 
     /// Handle and settle one delivery (what `run` does per delivery).
     pub async fn process<D: Delivery>(&self, delivery: D) {
-        Worker { config: self.config.clone(), handler: self.handler.clone(), breaker: self.breaker.clone(), stats: self.stats.clone() }
-            .process(delivery)
-            .await;
+        Worker {
+            config: self.config.clone(),
+            handler: self.handler.clone(),
+            breaker: self.breaker.clone(),
+            stats: self.stats.clone(),
+        }
+        .process(delivery)
+        .await;
     }
 }
 
@@ -164,7 +178,8 @@ impl<H: Handler + ?Sized> Worker<H> {
         );
         async move {
             let (disposition, envelope) = self.decide(&msg).await;
-            self.settle(delivery, &msg, envelope.as_ref(), disposition).await;
+            self.settle(delivery, &msg, envelope.as_ref(), disposition)
+                .await;
         }
         .instrument(span)
         .await;
@@ -176,7 +191,11 @@ impl<H: Handler + ?Sized> Worker<H> {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(error = %e, "undecodable message: parking at once");
-                let reason = ParkReason { error_class: ErrorClass::Permanent, error_code: e.code().into(), error_message: e.to_string() };
+                let reason = ParkReason {
+                    error_class: ErrorClass::Permanent,
+                    error_code: e.code().into(),
+                    error_message: e.to_string(),
+                };
                 return (Disposition::Park(reason), None);
             }
         };
@@ -188,11 +207,16 @@ impl<H: Handler + ?Sized> Worker<H> {
             headers: msg.headers.clone(),
         };
         let started = Instant::now();
-        let result = match tokio::time::timeout(cfg.handler_timeout, self.handler.handle(&incoming)).await {
-            Ok(r) => r,
-            Err(_) => Err(HandlerError::transient("handler_timeout", format!("handler took over {:?}", cfg.handler_timeout))),
-        };
-        metrics::histogram!(m::HANDLING_SECONDS, "consumer" => cfg.name.clone()).record(started.elapsed().as_secs_f64());
+        let result =
+            match tokio::time::timeout(cfg.handler_timeout, self.handler.handle(&incoming)).await {
+                Ok(r) => r,
+                Err(_) => Err(HandlerError::transient(
+                    "handler_timeout",
+                    format!("handler took over {:?}", cfg.handler_timeout),
+                )),
+            };
+        metrics::histogram!(m::HANDLING_SECONDS, "consumer" => cfg.name.clone())
+            .record(started.elapsed().as_secs_f64());
         let disposition = match result {
             Ok(handled) => {
                 self.breaker.record_success();
@@ -201,14 +225,19 @@ impl<H: Handler + ?Sized> Worker<H> {
                     Handled::Duplicate => "duplicate",
                     Handled::BusinessOutcome(_) => "business_outcome",
                 };
-                metrics::counter!(m::HANDLED, "consumer" => cfg.name.clone(), "result" => label).increment(1);
-                metrics::histogram!(m::RETRIES_PER_MESSAGE, "consumer" => cfg.name.clone()).record(f64::from(incoming.attempt));
+                metrics::counter!(m::HANDLED, "consumer" => cfg.name.clone(), "result" => label)
+                    .increment(1);
+                metrics::histogram!(m::RETRIES_PER_MESSAGE, "consumer" => cfg.name.clone())
+                    .record(f64::from(incoming.attempt));
                 self.stats.record_handled(&handled);
                 Disposition::Ack
             }
             Err(err) => {
                 metrics::counter!(m::HANDLER_ERRORS, "consumer" => cfg.name.clone(), "class" => err.class.as_str()).increment(1);
-                if err.class == ErrorClass::Transient && err.code != "version_gap" && self.breaker.record_failure() {
+                if err.class == ErrorClass::Transient
+                    && err.code != "version_gap"
+                    && self.breaker.record_failure()
+                {
                     tracing::warn!(consumer = %cfg.name, "circuit breaker opened: pausing consumption");
                 }
                 let attempt = Attempt {
@@ -225,7 +254,13 @@ impl<H: Handler + ?Sized> Worker<H> {
         (disposition, Some(incoming.envelope))
     }
 
-    async fn settle<D: Delivery>(&self, delivery: D, msg: &ReceivedMessage, envelope: Option<&Envelope>, d: Disposition) {
+    async fn settle<D: Delivery>(
+        &self,
+        delivery: D,
+        msg: &ReceivedMessage,
+        envelope: Option<&Envelope>,
+        d: Disposition,
+    ) {
         let name = self.config.name.clone();
         match d {
             Disposition::Ack => {
@@ -242,22 +277,23 @@ impl<H: Handler + ?Sized> Worker<H> {
                     }
                 }
                 self.stats.record_settle_failure();
-                tracing::error!("ack kept failing: leaving the delivery to the broker, which redelivers it (the inbox absorbs it)");
+                tracing::error!(
+                    "ack kept failing: leaving the delivery to the broker, which redelivers it (the inbox absorbs it)"
+                );
             }
-            Disposition::Retry(plan) => {
-                match delivery.retry(&plan).await {
-                    Ok(()) => {
-                        metrics::counter!(m::RETRIED, "consumer" => name, "stage" => plan.stage.to_string()).increment(1);
-                        self.stats.record_retry(plan.stage);
-                        tracing::info!(attempt = plan.attempt, stage = plan.stage, delay_ms = plan.delay.as_millis() as u64, error = %plan.error_message, "retry scheduled");
-                    }
-                    Err((e, _back)) => {
-                        metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "retry").increment(1);
-                        self.stats.record_settle_failure();
-                        tracing::error!(error = %e, "retry publish failed: original not acked, the broker redelivers it");
-                    }
+            Disposition::Retry(plan) => match delivery.retry(&plan).await {
+                Ok(()) => {
+                    metrics::counter!(m::RETRIED, "consumer" => name, "stage" => plan.stage.to_string()).increment(1);
+                    self.stats.record_retry(plan.stage);
+                    tracing::info!(attempt = plan.attempt, stage = plan.stage, delay_ms = plan.delay.as_millis() as u64, error = %plan.error_message, "retry scheduled");
                 }
-            }
+                Err((e, _back)) => {
+                    metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "retry")
+                        .increment(1);
+                    self.stats.record_settle_failure();
+                    tracing::error!(error = %e, "retry publish failed: original not acked, the broker redelivers it");
+                }
+            },
             Disposition::Park(reason) => {
                 let record = parked_record(&self.config, msg, envelope, &reason);
                 match delivery.park(&record).await {
@@ -267,7 +303,8 @@ impl<H: Handler + ?Sized> Worker<H> {
                         tracing::warn!(code = %reason.error_code, error = %reason.error_message, "message parked");
                     }
                     Err((e, _back)) => {
-                        metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "park").increment(1);
+                        metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "park")
+                            .increment(1);
                         self.stats.record_settle_failure();
                         tracing::error!(error = %e, "dead-lettering failed: the source keeps the message");
                     }
@@ -279,19 +316,29 @@ impl<H: Handler + ?Sized> Worker<H> {
 
 /// The parking record for a message, with every R11 diagnostic available.
 #[must_use]
-pub fn parked_record(cfg: &ConsumerConfig, msg: &ReceivedMessage, envelope: Option<&Envelope>, reason: &ParkReason) -> ParkedMessage {
+pub fn parked_record(
+    cfg: &ConsumerConfig,
+    msg: &ReceivedMessage,
+    envelope: Option<&Envelope>,
+    reason: &ParkReason,
+) -> ParkedMessage {
     let now = Utc::now();
     let first_failure_at = msg
         .headers
         .get(h::FIRST_FAILURE_AT)
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map_or(now, |t| t.with_timezone(&Utc));
-    let message_id = msg.id.or(envelope.map(|e| e.id)).unwrap_or_else(MessageId::new);
+    let message_id = msg
+        .id
+        .or(envelope.map(|e| e.id))
+        .unwrap_or_else(MessageId::new);
     ParkedMessage {
         message_id,
         consumer: cfg.name.clone(),
         consumer_version: cfg.version.clone(),
-        message_type: envelope.map(|e| e.message_type.clone()).or_else(|| msg.headers.get(h::MESSAGE_TYPE).cloned()),
+        message_type: envelope
+            .map(|e| e.message_type.clone())
+            .or_else(|| msg.headers.get(h::MESSAGE_TYPE).cloned()),
         schema_version: envelope.map(|e| e.schema_version),
         attempts: msg.attempt() + 1,
         first_failure_at,
@@ -299,25 +346,46 @@ pub fn parked_record(cfg: &ConsumerConfig, msg: &ReceivedMessage, envelope: Opti
         error_class: reason.error_class,
         error_code: reason.error_code.clone(),
         error_message: truncate(&reason.error_message, MAX_ERROR_CHARS),
-        correlation_id: envelope.and_then(|e| e.correlation_id.clone()).or_else(|| msg.headers.get(h::CORRELATION_ID).cloned()),
-        traceparent: envelope.and_then(|e| e.trace.traceparent.clone()).or_else(|| msg.headers.get(h::TRACEPARENT).cloned()),
-        routing_key: msg.headers.get(h::ORIGINAL_ROUTE).cloned().unwrap_or_else(|| msg.routing_key.clone()),
-        producer: envelope.map(|e| e.producer.clone()).or_else(|| msg.headers.get(h::PRODUCER).cloned()),
+        correlation_id: envelope
+            .and_then(|e| e.correlation_id.clone())
+            .or_else(|| msg.headers.get(h::CORRELATION_ID).cloned()),
+        traceparent: envelope
+            .and_then(|e| e.trace.traceparent.clone())
+            .or_else(|| msg.headers.get(h::TRACEPARENT).cloned()),
+        routing_key: msg
+            .headers
+            .get(h::ORIGINAL_ROUTE)
+            .cloned()
+            .unwrap_or_else(|| msg.routing_key.clone()),
+        producer: envelope
+            .map(|e| e.producer.clone())
+            .or_else(|| msg.headers.get(h::PRODUCER).cloned()),
         headers: msg.headers.clone(),
         body: msg.body.clone(),
         status: ParkedStatus::Parked,
-        redrive_count: msg.headers.get(h::REDRIVE_COUNT).and_then(|v| v.parse().ok()).unwrap_or(0),
+        redrive_count: msg
+            .headers
+            .get(h::REDRIVE_COUNT)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
     }
 }
 
 /// Headers for the retry copy of `msg` under `plan` (same id; attempt, first failure and
 /// last error recorded). Transports use this so every broker carries the same bookkeeping.
 #[must_use]
-pub fn retry_headers(msg: &ReceivedMessage, plan: &crate::outcome::RetryPlan) -> crate::message::Headers {
+pub fn retry_headers(
+    msg: &ReceivedMessage,
+    plan: &crate::outcome::RetryPlan,
+) -> crate::message::Headers {
     let mut headers = msg.headers.clone();
     headers.insert(h::RETRY_ATTEMPT.into(), plan.attempt.to_string());
-    headers.entry(h::FIRST_FAILURE_AT.into()).or_insert_with(|| Utc::now().to_rfc3339());
-    headers.entry(h::ORIGINAL_ROUTE.into()).or_insert_with(|| msg.routing_key.clone());
+    headers
+        .entry(h::FIRST_FAILURE_AT.into())
+        .or_insert_with(|| Utc::now().to_rfc3339());
+    headers
+        .entry(h::ORIGINAL_ROUTE.into())
+        .or_insert_with(|| msg.routing_key.clone());
     headers.insert(h::LAST_ERROR_CLASS.into(), plan.error_class.as_str().into());
     headers.insert(h::LAST_ERROR_CODE.into(), plan.error_code.clone());
     headers.insert(h::LAST_ERROR.into(), truncate(&plan.error_message, 500));

@@ -71,12 +71,20 @@ impl EnvelopeDecoder {
     /// A decoder that accepts no types until [`accept`](Self::accept) is called.
     #[must_use]
     pub fn new() -> Self {
-        Self { max_bytes: Self::DEFAULT_MAX_BYTES, accepted: HashMap::new(), accept_any_type: false }
+        Self {
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            accepted: HashMap::new(),
+            accept_any_type: false,
+        }
     }
 
     /// Accept `message_type` with schema versions in `versions`.
     #[must_use]
-    pub fn accept(mut self, message_type: impl Into<String>, versions: RangeInclusive<u32>) -> Self {
+    pub fn accept(
+        mut self,
+        message_type: impl Into<String>,
+        versions: RangeInclusive<u32>,
+    ) -> Self {
         self.accepted.insert(message_type.into(), versions);
         self
     }
@@ -104,7 +112,10 @@ impl EnvelopeDecoder {
     /// Decode and validate a body.
     pub fn decode(&self, body: &[u8]) -> Result<Envelope, DecodeError> {
         if body.len() > self.max_bytes {
-            return Err(DecodeError::Oversize { size: body.len(), limit: self.max_bytes });
+            return Err(DecodeError::Oversize {
+                size: body.len(),
+                limit: self.max_bytes,
+            });
         }
         let envelope: Envelope =
             serde_json::from_slice(body).map_err(|e| DecodeError::Malformed(e.to_string()))?;
@@ -113,11 +124,13 @@ impl EnvelopeDecoder {
         }
         match self.accepted.get(&envelope.message_type) {
             None => Err(DecodeError::UnknownType(envelope.message_type)),
-            Some(range) if !range.contains(&envelope.schema_version) => Err(DecodeError::UnknownSchemaVersion {
-                accepted: format!("{}..={}", range.start(), range.end()),
-                message_type: envelope.message_type,
-                version: envelope.schema_version,
-            }),
+            Some(range) if !range.contains(&envelope.schema_version) => {
+                Err(DecodeError::UnknownSchemaVersion {
+                    accepted: format!("{}..={}", range.start(), range.end()),
+                    message_type: envelope.message_type,
+                    version: envelope.schema_version,
+                })
+            }
             Some(_) => Ok(envelope),
         }
     }
@@ -146,18 +159,29 @@ mod tests {
 
     #[test]
     fn unknown_version_is_rejected_with_diagnostics() {
-        let env = Envelope::builder("order.created", "orders").schema_version(7).aggregate("order", "o", 1).build();
-        let err = EnvelopeDecoder::new().accept("order.created", 1..=2).decode(&env.to_bytes()).unwrap_err();
+        let env = Envelope::builder("order.created", "orders")
+            .schema_version(7)
+            .aggregate("order", "o", 1)
+            .build();
+        let err = EnvelopeDecoder::new()
+            .accept("order.created", 1..=2)
+            .decode(&env.to_bytes())
+            .unwrap_err();
         assert_eq!(err.code(), "unknown_schema_version");
         assert!(err.to_string().contains("7"), "{err}");
     }
 
     #[test]
     fn corrupt_and_oversize() {
-        let dec = EnvelopeDecoder::new().accept("order.created", 1..=1).max_bytes(64);
+        let dec = EnvelopeDecoder::new()
+            .accept("order.created", 1..=1)
+            .max_bytes(64);
         assert_eq!(dec.decode(b"{not json").unwrap_err().code(), "malformed");
         assert_eq!(dec.decode(&[b' '; 65]).unwrap_err().code(), "oversize");
-        assert_eq!(dec.decode(br#"{"id":"nope"}"#).unwrap_err().code(), "malformed");
+        assert_eq!(
+            dec.decode(br#"{"id":"nope"}"#).unwrap_err().code(),
+            "malformed"
+        );
     }
 
     #[test]

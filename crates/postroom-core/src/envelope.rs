@@ -114,7 +114,10 @@ pub struct Envelope {
 impl Envelope {
     /// Start building an envelope with a fresh id and `occurred_at = now`.
     #[must_use]
-    pub fn builder(message_type: impl Into<String>, producer: impl Into<String>) -> EnvelopeBuilder {
+    pub fn builder(
+        message_type: impl Into<String>,
+        producer: impl Into<String>,
+    ) -> EnvelopeBuilder {
         EnvelopeBuilder {
             envelope: Envelope {
                 id: MessageId::new(),
@@ -124,7 +127,11 @@ impl Envelope {
                 producer: producer.into(),
                 correlation_id: None,
                 causation_id: None,
-                aggregate: Aggregate { kind: String::new(), id: String::new(), version: 0 },
+                aggregate: Aggregate {
+                    kind: String::new(),
+                    id: String::new(),
+                    version: 0,
+                },
                 data: serde_json::Value::Null,
                 trace: TraceContext::default(),
             },
@@ -139,9 +146,16 @@ impl Envelope {
 
     /// A new envelope caused by this one: same correlation id, causation id = this id.
     #[must_use]
-    pub fn follow_up(&self, message_type: impl Into<String>, producer: impl Into<String>) -> EnvelopeBuilder {
+    pub fn follow_up(
+        &self,
+        message_type: impl Into<String>,
+        producer: impl Into<String>,
+    ) -> EnvelopeBuilder {
         let mut b = Envelope::builder(message_type, producer);
-        b.envelope.correlation_id = self.correlation_id.clone().or_else(|| Some(self.id.to_string()));
+        b.envelope.correlation_id = self
+            .correlation_id
+            .clone()
+            .or_else(|| Some(self.id.to_string()));
         b.envelope.causation_id = Some(self.id.to_string());
         b.envelope.trace = self.trace.clone();
         b
@@ -167,8 +181,17 @@ impl EnvelopeBuilder {
         self
     }
     /// Set the aggregate.
-    pub fn aggregate(mut self, kind: impl Into<String>, id: impl Into<String>, version: u64) -> Self {
-        self.envelope.aggregate = Aggregate { kind: kind.into(), id: id.into(), version };
+    pub fn aggregate(
+        mut self,
+        kind: impl Into<String>,
+        id: impl Into<String>,
+        version: u64,
+    ) -> Self {
+        self.envelope.aggregate = Aggregate {
+            kind: kind.into(),
+            id: id.into(),
+            version,
+        };
         self
     }
     /// Set the payload.

@@ -39,7 +39,9 @@ impl std::str::FromStr for ErrorClass {
             "transient" => Ok(Self::Transient),
             "permanent" => Ok(Self::Permanent),
             "unknown" => Ok(Self::Unknown),
-            other => Err(format!("unknown error class {other:?} (expected transient, permanent or unknown)")),
+            other => Err(format!(
+                "unknown error class {other:?} (expected transient, permanent or unknown)"
+            )),
         }
     }
 }
@@ -137,7 +139,11 @@ pub struct Error {
 impl Error {
     /// A new error of `kind`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
     }
 
     /// Attach the underlying error.
@@ -184,7 +190,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 

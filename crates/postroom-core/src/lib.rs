@@ -43,6 +43,7 @@ pub mod retry;
 pub mod stats;
 pub mod transport;
 
+pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use consumer::{Consumer, ConsumerConfig};
 pub use decode::{DecodeError, EnvelopeDecoder};
 pub use envelope::{Aggregate, Envelope, MessageId, TraceContext};

@@ -85,7 +85,12 @@ impl OutgoingMessage {
         if let Some(t) = &envelope.trace.traceparent {
             headers.insert(headers::TRACEPARENT.into(), t.clone());
         }
-        Self { id: envelope.id, route: Route::Topic(topic.into()), headers, body: envelope.to_bytes() }
+        Self {
+            id: envelope.id,
+            route: Route::Topic(topic.into()),
+            headers,
+            body: envelope.to_bytes(),
+        }
     }
 
     /// The retry attempt in the headers (0 when absent).
@@ -98,7 +103,10 @@ impl OutgoingMessage {
 /// The retry attempt in `headers` (0 when absent or unreadable).
 #[must_use]
 pub fn attempt_of(headers: &Headers) -> u32 {
-    headers.get(headers::RETRY_ATTEMPT).and_then(|v| v.parse().ok()).unwrap_or(0)
+    headers
+        .get(headers::RETRY_ATTEMPT)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Truncate error text for storage and headers, on a character boundary.

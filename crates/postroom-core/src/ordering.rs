@@ -34,7 +34,10 @@ pub fn check_version(last_applied: Option<u64>, incoming: u64, first: u64) -> Ve
     } else if incoming < expected {
         VersionDecision::AlreadyApplied
     } else {
-        VersionDecision::Gap { missing_from: expected, missing_to: incoming - 1 }
+        VersionDecision::Gap {
+            missing_from: expected,
+            missing_to: incoming - 1,
+        }
     }
 }
 
@@ -44,7 +47,10 @@ impl VersionDecision {
     #[must_use]
     pub fn gap_error(&self, aggregate_key: &str) -> Option<HandlerError> {
         match self {
-            VersionDecision::Gap { missing_from, missing_to } => Some(HandlerError::transient(
+            VersionDecision::Gap {
+                missing_from,
+                missing_to,
+            } => Some(HandlerError::transient(
                 "version_gap",
                 format!("{aggregate_key}: versions {missing_from}..={missing_to} not applied yet"),
             )),
@@ -62,9 +68,21 @@ mod tests {
     fn the_four_cases() {
         assert_eq!(check_version(None, 1, 1), VersionDecision::Apply);
         assert_eq!(check_version(Some(3), 4, 1), VersionDecision::Apply);
-        assert_eq!(check_version(Some(3), 3, 1), VersionDecision::AlreadyApplied);
-        assert_eq!(check_version(Some(3), 1, 1), VersionDecision::AlreadyApplied);
-        assert_eq!(check_version(Some(3), 6, 1), VersionDecision::Gap { missing_from: 4, missing_to: 5 });
+        assert_eq!(
+            check_version(Some(3), 3, 1),
+            VersionDecision::AlreadyApplied
+        );
+        assert_eq!(
+            check_version(Some(3), 1, 1),
+            VersionDecision::AlreadyApplied
+        );
+        assert_eq!(
+            check_version(Some(3), 6, 1),
+            VersionDecision::Gap {
+                missing_from: 4,
+                missing_to: 5
+            }
+        );
         assert!(check_version(Some(3), 6, 1).gap_error("order:1").is_some());
     }
 

@@ -31,7 +31,12 @@ impl OutboxRecord {
     /// The message to publish.
     #[must_use]
     pub fn to_message(&self) -> OutgoingMessage {
-        OutgoingMessage { id: self.id, route: self.route.clone(), headers: self.headers.clone(), body: self.body.clone() }
+        OutgoingMessage {
+            id: self.id,
+            route: self.route.clone(),
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+        }
     }
 }
 
@@ -43,13 +48,24 @@ impl OutboxRecord {
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
     /// Claim up to `limit` publishable rows for `lease`, for relay `relay_id`.
-    async fn claim(&self, relay_id: &str, limit: usize, lease: Duration) -> Result<Vec<OutboxRecord>>;
+    async fn claim(
+        &self,
+        relay_id: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxRecord>>;
 
     /// Mark rows published (only after the broker confirmed them).
     async fn mark_published(&self, relay_id: &str, ids: &[MessageId]) -> Result<()>;
 
     /// Give a row back after a failed publish; it becomes claimable after `retry_after`.
-    async fn release(&self, relay_id: &str, id: MessageId, error: &str, retry_after: Duration) -> Result<()>;
+    async fn release(
+        &self,
+        relay_id: &str,
+        id: MessageId,
+        error: &str,
+        retry_after: Duration,
+    ) -> Result<()>;
 
     /// Delete rows published more than `older_than` ago (retention). Returns how many.
     async fn purge_published(&self, older_than: Duration) -> Result<u64>;

@@ -31,21 +31,37 @@ pub struct HandlerError {
 impl HandlerError {
     /// A transient error: retry after the next ladder delay.
     pub fn transient(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { class: ErrorClass::Transient, code: code.into(), message: message.into() }
+        Self {
+            class: ErrorClass::Transient,
+            code: code.into(),
+            message: message.into(),
+        }
     }
     /// A permanent error: park at once.
     pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { class: ErrorClass::Permanent, code: code.into(), message: message.into() }
+        Self {
+            class: ErrorClass::Permanent,
+            code: code.into(),
+            message: message.into(),
+        }
     }
     /// An unclassified error: a few bounded retries, then park.
     pub fn unknown(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { class: ErrorClass::Unknown, code: code.into(), message: message.into() }
+        Self {
+            class: ErrorClass::Unknown,
+            code: code.into(),
+            message: message.into(),
+        }
     }
 }
 
 impl From<Error> for HandlerError {
     fn from(e: Error) -> Self {
-        HandlerError { class: e.class(), code: e.kind().as_str().to_string(), message: e.to_string() }
+        HandlerError {
+            class: e.class(),
+            code: e.kind().as_str().to_string(),
+            message: e.to_string(),
+        }
     }
 }
 

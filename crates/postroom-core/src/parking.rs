@@ -101,7 +101,10 @@ impl ParkingFilter {
     #[must_use]
     pub fn matches(&self, m: &ParkedMessage) -> bool {
         (self.include_redriven || m.status == ParkedStatus::Parked)
-            && self.message_type.as_ref().is_none_or(|t| m.message_type.as_ref() == Some(t))
+            && self
+                .message_type
+                .as_ref()
+                .is_none_or(|t| m.message_type.as_ref() == Some(t))
             && self.error_class.is_none_or(|c| m.error_class == c)
             && self.error_code.as_ref().is_none_or(|c| &m.error_code == c)
             && self.consumer.as_ref().is_none_or(|c| &m.consumer == c)
@@ -145,7 +148,12 @@ pub trait ParkingStore: Send + Sync {
     async fn get(&self, id: MessageId) -> Result<Vec<ParkedMessage>>;
 
     /// Record a redrive run selecting at most `limit` parked messages matching `filter`.
-    async fn create_redrive_run(&self, filter: &ParkingFilter, limit: usize, operator: &str) -> Result<RedriveRun>;
+    async fn create_redrive_run(
+        &self,
+        filter: &ParkingFilter,
+        limit: usize,
+        operator: &str,
+    ) -> Result<RedriveRun>;
 
     /// A run by id.
     async fn redrive_run(&self, run_id: &str) -> Result<Option<RedriveRun>>;

@@ -31,14 +31,23 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
     }
 
     /// Dry run: what `filter` selects, without changing anything.
-    pub async fn preview(&self, filter: &ParkingFilter, limit: usize) -> Result<Vec<ParkedMessage>> {
+    pub async fn preview(
+        &self,
+        filter: &ParkingFilter,
+        limit: usize,
+    ) -> Result<Vec<ParkedMessage>> {
         let mut f = filter.clone();
         f.include_redriven = false;
         self.store.search(&f, limit).await
     }
 
     /// Record a run selecting at most `limit` parked messages.
-    pub async fn start(&self, filter: &ParkingFilter, limit: usize, operator: &str) -> Result<RedriveRun> {
+    pub async fn start(
+        &self,
+        filter: &ParkingFilter,
+        limit: usize,
+        operator: &str,
+    ) -> Result<RedriveRun> {
         self.store.create_redrive_run(filter, limit, operator).await
     }
 
@@ -51,13 +60,15 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
         mut progress: impl FnMut(RedriveProgress) + Send,
     ) -> Result<RedriveRun> {
         if !(rate_per_sec.is_finite() && rate_per_sec > 0.0) {
-            return Err(Error::new(ErrorKind::Config, format!("redrive rate must be a positive number, got {rate_per_sec}")));
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("redrive rate must be a positive number, got {rate_per_sec}"),
+            ));
         }
-        let run = self
-            .store
-            .redrive_run(run_id)
-            .await?
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no redrive run {run_id}")))?;
+        let run =
+            self.store.redrive_run(run_id).await?.ok_or_else(|| {
+                Error::new(ErrorKind::NotFound, format!("no redrive run {run_id}"))
+            })?;
         let mut done = run.done;
         let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate_per_sec));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -69,12 +80,21 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
             for parked in batch {
                 tick.tick().await;
                 self.publisher.publish(&redrive_message(&parked)).await?;
-                self.store.mark_redriven(run_id, &parked.consumer, parked.message_id).await?;
+                self.store
+                    .mark_redriven(run_id, &parked.consumer, parked.message_id)
+                    .await?;
                 done += 1;
-                progress(RedriveProgress { done, total: run.total });
+                progress(RedriveProgress {
+                    done,
+                    total: run.total,
+                });
             }
         }
-        Ok(self.store.redrive_run(run_id).await?.unwrap_or(RedriveRun { done, ..run }))
+        Ok(self
+            .store
+            .redrive_run(run_id)
+            .await?
+            .unwrap_or(RedriveRun { done, ..run }))
     }
 }
 
@@ -83,10 +103,26 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
 #[must_use]
 pub fn redrive_message(parked: &ParkedMessage) -> OutgoingMessage {
     let mut headers: Headers = parked.headers.clone();
-    for k in [h::RETRY_ATTEMPT, h::FIRST_FAILURE_AT, h::LAST_ERROR_CLASS, h::LAST_ERROR_CODE, h::LAST_ERROR, h::PARKED_BY, h::PARKED_BY_VERSION] {
+    for k in [
+        h::RETRY_ATTEMPT,
+        h::FIRST_FAILURE_AT,
+        h::LAST_ERROR_CLASS,
+        h::LAST_ERROR_CODE,
+        h::LAST_ERROR,
+        h::PARKED_BY,
+        h::PARKED_BY_VERSION,
+    ] {
         headers.remove(k);
     }
-    headers.insert(h::REDRIVE_COUNT.into(), (parked.redrive_count + 1).to_string());
+    headers.insert(
+        h::REDRIVE_COUNT.into(),
+        (parked.redrive_count + 1).to_string(),
+    );
     headers.insert(h::ORIGINAL_ROUTE.into(), parked.routing_key.clone());
-    OutgoingMessage { id: parked.message_id, route: Route::Consumer(parked.consumer.clone()), headers, body: parked.body.clone() }
+    OutgoingMessage {
+        id: parked.message_id,
+        route: Route::Consumer(parked.consumer.clone()),
+        headers,
+        body: parked.body.clone(),
+    }
 }

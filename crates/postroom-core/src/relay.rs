@@ -5,10 +5,10 @@
 //! leaves the lease to expire: another relay republishes with the same id, and the
 //! consumers' inbox absorbs the copy.
 
+use crate::Result;
 use crate::metrics as m;
 use crate::outbox::OutboxStore;
 use crate::transport::Publisher;
-use crate::Result;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -64,20 +64,28 @@ pub struct OutboxRelay<S: ?Sized, P: ?Sized> {
 impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
     /// A relay over `store` publishing with `publisher`.
     pub fn new(store: Arc<S>, publisher: Arc<P>, config: RelayConfig) -> Self {
-        Self { store, publisher, config }
+        Self {
+            store,
+            publisher,
+            config,
+        }
     }
 
     /// Claim, publish, mark once.
     pub async fn run_once(&self) -> Result<RelayPass> {
         let cfg = &self.config;
-        let rows = self.store.claim(&cfg.relay_id, cfg.batch_size, cfg.lease).await?;
+        let rows = self
+            .store
+            .claim(&cfg.relay_id, cfg.batch_size, cfg.lease)
+            .await?;
         if rows.is_empty() {
             return Ok(RelayPass::default());
         }
         let messages: Vec<_> = rows.iter().map(|r| r.to_message()).collect();
         let started = Instant::now();
         let results = self.publisher.publish_batch(&messages).await;
-        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay").record(started.elapsed().as_secs_f64());
+        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay")
+            .record(started.elapsed().as_secs_f64());
         let mut ok = Vec::with_capacity(rows.len());
         let mut failed = 0;
         for (row, result) in rows.iter().zip(results) {
@@ -88,29 +96,43 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                     metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
                         .increment(1);
                     tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
-                    let backoff = cfg.retry_after.saturating_mul(1 << row.publish_attempts.min(6));
-                    self.store.release(&cfg.relay_id, row.id, &e.to_string(), backoff).await?;
+                    let backoff = cfg
+                        .retry_after
+                        .saturating_mul(1 << row.publish_attempts.min(6));
+                    self.store
+                        .release(&cfg.relay_id, row.id, &e.to_string(), backoff)
+                        .await?;
                 }
             }
         }
         if !ok.is_empty() {
             self.store.mark_published(&cfg.relay_id, &ok).await?;
         }
-        metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone()).increment(ok.len() as u64);
-        Ok(RelayPass { claimed: rows.len(), published: ok.len(), failed })
+        metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
+            .increment(ok.len() as u64);
+        Ok(RelayPass {
+            claimed: rows.len(),
+            published: ok.len(),
+            failed,
+        })
     }
 
     /// Run until `shutdown` turns true. Store errors are logged and retried with a bounded,
     /// jittered backoff; they never end the loop.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
-        let mut backoff = crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+        let mut backoff =
+            crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         let mut last_purge = Instant::now();
         while !*shutdown.borrow() {
             let pass = self.run_once().await;
             let pause = match pass {
                 Ok(p) => {
                     backoff.reset();
-                    if p.claimed == 0 { Some(self.config.idle_wait) } else { None }
+                    if p.claimed == 0 {
+                        Some(self.config.idle_wait)
+                    } else {
+                        None
+                    }
                 }
                 Err(e) => {
                     let d = backoff.next_delay();

@@ -43,10 +43,20 @@ impl ConsumerStats {
         c.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn record_retry(&self, stage: usize) {
-        *self.retries_by_stage.lock().expect("stats lock").entry(stage).or_default() += 1;
+        *self
+            .retries_by_stage
+            .lock()
+            .expect("stats lock")
+            .entry(stage)
+            .or_default() += 1;
     }
     pub(crate) fn record_parked(&self, code: &str) {
-        *self.parked_by_code.lock().expect("stats lock").entry(code.to_string()).or_default() += 1;
+        *self
+            .parked_by_code
+            .lock()
+            .expect("stats lock")
+            .entry(code.to_string())
+            .or_default() += 1;
     }
     pub(crate) fn record_settle_failure(&self) {
         self.settle_failures.fetch_add(1, Ordering::Relaxed);

@@ -6,7 +6,11 @@ use postroom_core::{Error, ErrorKind};
 pub fn map(err: sqlx::Error) -> Error {
     let kind = kind_of(&err);
     let message = match &err {
-        sqlx::Error::Database(db) => format!("sqlite error {}: {}", db.code().unwrap_or_default(), db.message()),
+        sqlx::Error::Database(db) => format!(
+            "sqlite error {}: {}",
+            db.code().unwrap_or_default(),
+            db.message()
+        ),
         other => other.to_string(),
     };
     Error::new(kind, message).with_source(err)
@@ -18,11 +22,11 @@ fn kind_of(err: &sqlx::Error) -> ErrorKind {
             // Extended result codes: the primary code is the low byte.
             let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or(1);
             match code & 0xff {
-                5 | 6 => ErrorKind::Busy,           // SQLITE_BUSY, SQLITE_LOCKED
-                19 => ErrorKind::ConstraintViolation, // SQLITE_CONSTRAINT
-                8 | 14 | 23 => ErrorKind::Config,   // READONLY, CANTOPEN, AUTH
-                10 | 13 | 15 => ErrorKind::Io,      // IOERR, FULL, PROTOCOL
-                11 | 26 => ErrorKind::InvalidData,  // CORRUPT, NOTADB
+                5 | 6 => ErrorKind::Busy,               // SQLITE_BUSY, SQLITE_LOCKED
+                19 => ErrorKind::ConstraintViolation,   // SQLITE_CONSTRAINT
+                8 | 14 | 23 => ErrorKind::Config,       // READONLY, CANTOPEN, AUTH
+                10 | 13 | 15 => ErrorKind::Io,          // IOERR, FULL, PROTOCOL
+                11 | 26 => ErrorKind::InvalidData,      // CORRUPT, NOTADB
                 18 | 20 | 25 => ErrorKind::InvalidData, // TOOBIG, MISMATCH, RANGE
                 _ => ErrorKind::InvalidData,
             }

@@ -63,7 +63,10 @@ impl SqliteStore {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.is_dir() {
-                return Err(Error::new(ErrorKind::Config, format!("database directory {} does not exist", dir.display())));
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!("database directory {} does not exist", dir.display()),
+                ));
             }
         }
         let options = SqliteConnectOptions::new()
@@ -80,11 +83,17 @@ impl SqliteStore {
             .await
             .map_err(|e| {
                 let mapped = error::map(e);
-                Error::new(ErrorKind::Config, format!("cannot open database {}: {mapped}", path.display()))
+                Error::new(
+                    ErrorKind::Config,
+                    format!("cannot open database {}: {mapped}", path.display()),
+                )
             })?;
         schema::migrate(&pool).await.map_err(|e| {
             if e.kind() == ErrorKind::Config {
-                Error::new(ErrorKind::Config, format!("cannot use database {}: {e}", path.display()))
+                Error::new(
+                    ErrorKind::Config,
+                    format!("cannot use database {}: {e}", path.display()),
+                )
             } else {
                 e
             }

@@ -4,7 +4,9 @@ use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{from_ms, ms, now_ms};
 use postroom_core::message::headers as h;
-use postroom_core::{MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route, async_trait};
+use postroom_core::{
+    MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route, async_trait,
+};
 use sqlx::{Row, SqliteConnection};
 use std::time::Duration;
 
@@ -15,7 +17,11 @@ pub async fn enqueue(conn: &mut SqliteConnection, message: &OutgoingMessage) -> 
         Route::Topic(t) => ("topic", t.as_str()),
         Route::Consumer(c) => ("consumer", c.as_str()),
     };
-    let key = message.headers.get(h::AGGREGATE_KEY).cloned().unwrap_or_else(|| message.id.to_string());
+    let key = message
+        .headers
+        .get(h::AGGREGATE_KEY)
+        .cloned()
+        .unwrap_or_else(|| message.id.to_string());
     let now = now_ms();
     sqlx::query(
         "INSERT INTO postroom_outbox (message_id, route_kind, route, headers, body, aggregate_key, created_at, available_at)
@@ -41,8 +47,17 @@ fn record(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxRecord> {
     let route: String = row.get("route");
     let headers: String = row.get("headers");
     Ok(OutboxRecord {
-        id: id.parse().map_err(|e| postroom_core::Error::new(postroom_core::ErrorKind::InvalidData, format!("bad id {id}: {e}")))?,
-        route: if kind == "consumer" { Route::Consumer(route) } else { Route::Topic(route) },
+        id: id.parse().map_err(|e| {
+            postroom_core::Error::new(
+                postroom_core::ErrorKind::InvalidData,
+                format!("bad id {id}: {e}"),
+            )
+        })?,
+        route: if kind == "consumer" {
+            Route::Consumer(route)
+        } else {
+            Route::Topic(route)
+        },
         headers: serde_json::from_str(&headers).unwrap_or_default(),
         body: row.get("body"),
         aggregate_key: row.get("aggregate_key"),
@@ -53,7 +68,12 @@ fn record(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxRecord> {
 
 #[async_trait]
 impl OutboxStore for SqliteStore {
-    async fn claim(&self, relay_id: &str, limit: usize, lease: Duration) -> Result<Vec<OutboxRecord>> {
+    async fn claim(
+        &self,
+        relay_id: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxRecord>> {
         let now = now_ms();
         let mut tx = self.begin().await?;
         // Only the head of each aggregate: no earlier unpublished row of the same aggregate.
@@ -72,13 +92,15 @@ impl OutboxStore for SqliteStore {
         .db()?;
         let records = rows.iter().map(record).collect::<Result<Vec<_>>>()?;
         for r in &records {
-            sqlx::query("UPDATE postroom_outbox SET locked_by = ?, locked_until = ? WHERE message_id = ?")
-                .bind(relay_id)
-                .bind(now + ms(lease))
-                .bind(r.id.to_string())
-                .execute(&mut *tx)
-                .await
-                .db()?;
+            sqlx::query(
+                "UPDATE postroom_outbox SET locked_by = ?, locked_until = ? WHERE message_id = ?",
+            )
+            .bind(relay_id)
+            .bind(now + ms(lease))
+            .bind(r.id.to_string())
+            .execute(&mut *tx)
+            .await
+            .db()?;
         }
         tx.commit().await.db()?;
         Ok(records)
@@ -98,7 +120,13 @@ impl OutboxStore for SqliteStore {
         tx.commit().await.db()
     }
 
-    async fn release(&self, relay_id: &str, id: MessageId, error: &str, retry_after: Duration) -> Result<()> {
+    async fn release(
+        &self,
+        relay_id: &str,
+        id: MessageId,
+        error: &str,
+        retry_after: Duration,
+    ) -> Result<()> {
         sqlx::query(
             "UPDATE postroom_outbox SET locked_by = NULL, locked_until = NULL, available_at = ?,
                     publish_attempts = publish_attempts + 1, last_error = ?
@@ -115,19 +143,22 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn purge_published(&self, older_than: Duration) -> Result<u64> {
-        let r = sqlx::query("DELETE FROM postroom_outbox WHERE published_at IS NOT NULL AND published_at < ?")
-            .bind(now_ms() - ms(older_than))
-            .execute(&self.pool)
-            .await
-            .db()?;
+        let r = sqlx::query(
+            "DELETE FROM postroom_outbox WHERE published_at IS NOT NULL AND published_at < ?",
+        )
+        .bind(now_ms() - ms(older_than))
+        .execute(&self.pool)
+        .await
+        .db()?;
         Ok(r.rows_affected())
     }
 
     async fn pending(&self) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL")
-            .fetch_one(&self.pool)
-            .await
-            .db()?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL")
+                .fetch_one(&self.pool)
+                .await
+                .db()?;
         Ok(n as u64)
     }
 

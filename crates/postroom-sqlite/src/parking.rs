@@ -5,7 +5,8 @@ use crate::error::SqlxResultExt;
 use crate::time::{from_ms, now_ms};
 use chrono::{DateTime, Utc};
 use postroom_core::{
-    Error, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore, RedriveRun, Result, async_trait,
+    Error, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore,
+    RedriveRun, Result, async_trait,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
@@ -51,7 +52,12 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, m: &ParkedMessage) -> Re
 }
 
 fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
-    let bad = |what: &str, v: &str| Error::new(ErrorKind::InvalidData, format!("parking row has bad {what}: {v}"));
+    let bad = |what: &str, v: &str| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("parking row has bad {what}: {v}"),
+        )
+    };
     let id: String = row.get("message_id");
     let class: String = row.get("error_class");
     let status: String = row.get("status");
@@ -61,7 +67,9 @@ fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
         consumer: row.get("consumer"),
         consumer_version: row.get("consumer_version"),
         message_type: row.get("message_type"),
-        schema_version: row.get::<Option<i64>, _>("schema_version").map(|v| v as u32),
+        schema_version: row
+            .get::<Option<i64>, _>("schema_version")
+            .map(|v| v as u32),
         attempts: row.get::<i64, _>("attempts") as u32,
         first_failure_at: from_ms(row.get("first_failure_at")),
         parked_at: from_ms(row.get("parked_at")),
@@ -74,7 +82,11 @@ fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
         producer: row.get("producer"),
         headers: serde_json::from_str(&headers).unwrap_or_default(),
         body: row.get("body"),
-        status: if status == "redriven" { ParkedStatus::Redriven } else { ParkedStatus::Parked },
+        status: if status == "redriven" {
+            ParkedStatus::Redriven
+        } else {
+            ParkedStatus::Parked
+        },
         redrive_count: row.get::<i64, _>("redrive_count") as u32,
     })
 }
@@ -147,7 +159,8 @@ impl ParkingStore for SqliteStore {
     async fn search(&self, filter: &ParkingFilter, limit: usize) -> Result<Vec<ParkedMessage>> {
         let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM postroom_parking");
         push_filter(&mut q, filter);
-        q.push(" ORDER BY parked_at, message_id LIMIT ").push_bind(limit as i64);
+        q.push(" ORDER BY parked_at, message_id LIMIT ")
+            .push_bind(limit as i64);
         let rows = q.build().fetch_all(self.pool()).await.db()?;
         rows.iter().map(parked).collect()
     }
@@ -160,22 +173,30 @@ impl ParkingStore for SqliteStore {
     }
 
     async fn get(&self, id: MessageId) -> Result<Vec<ParkedMessage>> {
-        let rows = sqlx::query("SELECT * FROM postroom_parking WHERE message_id = ? ORDER BY parked_at")
-            .bind(id.to_string())
-            .fetch_all(self.pool())
-            .await
-            .db()?;
+        let rows =
+            sqlx::query("SELECT * FROM postroom_parking WHERE message_id = ? ORDER BY parked_at")
+                .bind(id.to_string())
+                .fetch_all(self.pool())
+                .await
+                .db()?;
         rows.iter().map(parked).collect()
     }
 
-    async fn create_redrive_run(&self, filter: &ParkingFilter, limit: usize, operator: &str) -> Result<RedriveRun> {
+    async fn create_redrive_run(
+        &self,
+        filter: &ParkingFilter,
+        limit: usize,
+        operator: &str,
+    ) -> Result<RedriveRun> {
         let mut f = filter.clone();
         f.include_redriven = false;
         let id = uuid::Uuid::now_v7().to_string();
         let mut tx = self.begin().await?;
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT consumer, message_id FROM postroom_parking");
+        let mut q =
+            QueryBuilder::<Sqlite>::new("SELECT consumer, message_id FROM postroom_parking");
         push_filter(&mut q, &f);
-        q.push(" ORDER BY parked_at, message_id LIMIT ").push_bind(limit as i64);
+        q.push(" ORDER BY parked_at, message_id LIMIT ")
+            .push_bind(limit as i64);
         let chosen = q.build().fetch_all(&mut *tx).await.db()?;
         let filter_json = serde_json::to_string(&f).expect("filter serialises");
         sqlx::query("INSERT INTO postroom_redrive_runs (id, created_at, operator, filter, total) VALUES (?, ?, ?, ?, ?)")

@@ -10,8 +10,8 @@ use crate::error::SqlxResultExt;
 use crate::time::{from_ms, ms, now_ms};
 use postroom_core::transport::Handback;
 use postroom_core::{
-    Backlog, BacklogProbe, Delivery, Error, ErrorKind, OutgoingMessage, ParkedMessage, Publisher, ReceivedMessage, Result,
-    RetryPlan, Route, Subscriber, async_trait,
+    Backlog, BacklogProbe, Delivery, Error, ErrorKind, OutgoingMessage, ParkedMessage, Publisher,
+    ReceivedMessage, Result, RetryPlan, Route, Subscriber, async_trait,
 };
 use sqlx::Row;
 use std::collections::VecDeque;
@@ -36,7 +36,11 @@ pub struct SubscribeOptions {
 
 impl Default for SubscribeOptions {
     fn default() -> Self {
-        Self { prefetch: 8, lease: Duration::from_secs(30), poll_interval: Duration::from_millis(20) }
+        Self {
+            prefetch: 8,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(20),
+        }
     }
 }
 
@@ -46,49 +50,81 @@ impl SqliteQueue {
     }
 
     /// Bind `consumer` to topic `patterns` (AMQP `*` / `#`) and return its subscriber.
-    pub async fn subscribe(&self, consumer: &str, patterns: &[&str], options: SubscribeOptions) -> Result<SqliteSubscriber> {
+    pub async fn subscribe(
+        &self,
+        consumer: &str,
+        patterns: &[&str],
+        options: SubscribeOptions,
+    ) -> Result<SqliteSubscriber> {
         if options.prefetch == 0 {
-            return Err(Error::new(ErrorKind::Config, "prefetch must be at least 1 (0 would mean unbounded)"));
+            return Err(Error::new(
+                ErrorKind::Config,
+                "prefetch must be at least 1 (0 would mean unbounded)",
+            ));
         }
         if options.lease.is_zero() {
-            return Err(Error::new(ErrorKind::Config, "lease must be longer than zero"));
+            return Err(Error::new(
+                ErrorKind::Config,
+                "lease must be longer than zero",
+            ));
         }
         self.bind(consumer, patterns).await?;
-        Ok(SqliteSubscriber { store: self.store.clone(), consumer: consumer.to_string(), options, buffer: VecDeque::new() })
+        Ok(SqliteSubscriber {
+            store: self.store.clone(),
+            consumer: consumer.to_string(),
+            options,
+            buffer: VecDeque::new(),
+        })
     }
 
     /// Bind `consumer` to topic `patterns` without subscribing (so publishes are kept for it).
     pub async fn bind(&self, consumer: &str, patterns: &[&str]) -> Result<()> {
         let mut tx = self.store.begin().await?;
         for p in patterns {
-            sqlx::query("INSERT OR IGNORE INTO postroom_subscriptions (consumer, pattern) VALUES (?, ?)")
-                .bind(consumer)
-                .bind(*p)
-                .execute(&mut *tx)
-                .await
-                .db()?;
+            sqlx::query(
+                "INSERT OR IGNORE INTO postroom_subscriptions (consumer, pattern) VALUES (?, ?)",
+            )
+            .bind(consumer)
+            .bind(*p)
+            .execute(&mut *tx)
+            .await
+            .db()?;
         }
         tx.commit().await.db()
     }
 
     async fn insert_all(&self, messages: &[&OutgoingMessage]) -> Result<Vec<Result<()>>> {
         let mut tx = self.store.begin().await?;
-        let subs: Vec<(String, String)> = sqlx::query_as("SELECT consumer, pattern FROM postroom_subscriptions")
-            .fetch_all(&mut *tx)
-            .await
-            .db()?;
+        let subs: Vec<(String, String)> =
+            sqlx::query_as("SELECT consumer, pattern FROM postroom_subscriptions")
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
         let now = now_ms();
         let mut results = Vec::with_capacity(messages.len());
         for m in messages {
             let mut targets: Vec<&str> = match &m.route {
-                Route::Topic(key) => subs.iter().filter(|(_, p)| crate::topic::matches(p, key)).map(|(c, _)| c.as_str()).collect(),
-                Route::Consumer(c) => subs.iter().filter(|(s, _)| s == c).map(|(s, _)| s.as_str()).take(1).collect(),
+                Route::Topic(key) => subs
+                    .iter()
+                    .filter(|(_, p)| crate::topic::matches(p, key))
+                    .map(|(c, _)| c.as_str())
+                    .collect(),
+                Route::Consumer(c) => subs
+                    .iter()
+                    .filter(|(s, _)| s == c)
+                    .map(|(s, _)| s.as_str())
+                    .take(1)
+                    .collect(),
             };
             targets.sort_unstable();
             targets.dedup();
             if targets.is_empty() {
-                metrics::counter!(postroom_core::metrics::UNROUTABLE, "transport" => "sqlite").increment(1);
-                results.push(Err(Error::new(ErrorKind::Unroutable, format!("no consumer is bound for {:?}", m.route))));
+                metrics::counter!(postroom_core::metrics::UNROUTABLE, "transport" => "sqlite")
+                    .increment(1);
+                results.push(Err(Error::new(
+                    ErrorKind::Unroutable,
+                    format!("no consumer is bound for {:?}", m.route),
+                )));
                 continue;
             }
             let headers = serde_json::to_string(&m.headers).expect("headers serialise");
@@ -118,7 +154,10 @@ impl SqliteQueue {
 #[async_trait]
 impl Publisher for SqliteQueue {
     async fn publish(&self, message: &OutgoingMessage) -> Result<()> {
-        self.insert_all(&[message]).await?.pop().expect("one result")
+        self.insert_all(&[message])
+            .await?
+            .pop()
+            .expect("one result")
     }
 
     /// One transaction for the batch: its commit confirms every message in it.
@@ -126,7 +165,10 @@ impl Publisher for SqliteQueue {
         let refs: Vec<&OutgoingMessage> = messages.iter().collect();
         match self.insert_all(&refs).await {
             Ok(r) => r,
-            Err(e) => messages.iter().map(|_| Err(Error::new(e.kind(), e.to_string()))).collect(),
+            Err(e) => messages
+                .iter()
+                .map(|_| Err(Error::new(e.kind(), e.to_string())))
+                .collect(),
         }
     }
 }
@@ -219,7 +261,10 @@ pub struct SqliteDelivery {
 
 impl SqliteDelivery {
     fn lease_lost(&self) -> Error {
-        Error::new(ErrorKind::Closed, "the lease on this delivery expired and another consumer took it")
+        Error::new(
+            ErrorKind::Closed,
+            "the lease on this delivery expired and another consumer took it",
+        )
     }
 }
 
@@ -312,7 +357,11 @@ impl BacklogProbe for SqliteStore {
             ready: row.get::<i64, _>("ready") as u64,
             unacked: row.get::<i64, _>("unacked") as u64,
             delayed: row.get::<i64, _>("delayed") as u64,
-            oldest_ready_age: oldest.map(|t| (chrono::Utc::now() - from_ms(t)).to_std().unwrap_or_default()),
+            oldest_ready_age: oldest.map(|t| {
+                (chrono::Utc::now() - from_ms(t))
+                    .to_std()
+                    .unwrap_or_default()
+            }),
         };
         let pm = postroom_core::metrics::OLDEST_READY_AGE;
         metrics::gauge!(pm, "consumer" => consumer.to_string())

@@ -5,7 +5,8 @@ use postroom_core::Result;
 use sqlx::SqlitePool;
 
 /// Migrations in order: (version, name, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "initial", include_str!("../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "initial", include_str!("../migrations/0001_initial.sql"))];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -17,12 +18,17 @@ pub async fn migrate(pool: &SqlitePool) -> Result<()> {
         .execute(&mut *tx)
         .await
         .db()?;
-    let current: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM postroom_migrations").fetch_one(&mut *tx).await.db()?;
+    let current: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM postroom_migrations")
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
     let current = current.unwrap_or(0);
     if current > SCHEMA_VERSION {
         return Err(postroom_core::Error::new(
             postroom_core::ErrorKind::Config,
-            format!("database schema version {current} is newer than this postroom build knows ({SCHEMA_VERSION}); upgrade postroom"),
+            format!(
+                "database schema version {current} is newer than this postroom build knows ({SCHEMA_VERSION}); upgrade postroom"
+            ),
         ));
     }
     for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v > current) {

@@ -1,9 +1,12 @@
 //! The shared conformance suite on the embedded SQLite default.
 
 use postroom_core::{
-    Envelope, Handled, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Publisher, Result, RetryLadder, async_trait,
+    Envelope, Handled, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Publisher, Result,
+    RetryLadder, async_trait,
 };
-use postroom_sqlite::{SqliteQueue, SqliteStore, SqliteSubscriber, SubscribeOptions, inbox, outbox};
+use postroom_sqlite::{
+    SqliteQueue, SqliteStore, SqliteSubscriber, SubscribeOptions, inbox, outbox,
+};
 use postroom_testkit::{Backend, BackendCaps};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +22,9 @@ const LEASE: Duration = Duration::from_secs(1);
 impl SqliteBackend {
     async fn fresh() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = SqliteStore::open(dir.path().join("conformance.db")).await.expect("open sqlite");
+        let store = SqliteStore::open(dir.path().join("conformance.db"))
+            .await
+            .expect("open sqlite");
         sqlx::raw_sql(
             "CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
              CREATE TABLE effects (consumer TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (consumer, key));",
@@ -28,7 +33,11 @@ impl SqliteBackend {
         .await
         .expect("business tables");
         let queue = store.queue();
-        Self { store, queue, _dir: dir }
+        Self {
+            store,
+            queue,
+            _dir: dir,
+        }
     }
 }
 
@@ -37,7 +46,10 @@ impl Backend for SqliteBackend {
     type Sub = SqliteSubscriber;
 
     fn caps(&self) -> BackendCaps {
-        BackendCaps { ladder: "300ms,600ms".parse::<RetryLadder>().unwrap(), redelivery_after: LEASE }
+        BackendCaps {
+            ladder: "300ms,600ms".parse::<RetryLadder>().unwrap(),
+            redelivery_after: LEASE,
+        }
     }
 
     async fn produce(&self, envelope: &Envelope, topic: &str) -> Result<()> {
@@ -65,7 +77,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn subscribe(&self, consumer: &str, topics: &[&str]) -> Result<SqliteSubscriber> {
-        let opts = SubscribeOptions { prefetch: 1, lease: LEASE, ..SubscribeOptions::default() };
+        let opts = SubscribeOptions {
+            prefetch: 1,
+            lease: LEASE,
+            ..SubscribeOptions::default()
+        };
         self.queue.subscribe(consumer, topics, opts).await
     }
 
@@ -85,12 +101,13 @@ impl Backend for SqliteBackend {
     }
 
     async fn effect_count(&self, consumer: &str, key: &str) -> Result<u64> {
-        let n: Option<i64> = sqlx::query_scalar("SELECT n FROM effects WHERE consumer = ? AND key = ?")
-            .bind(consumer)
-            .bind(key)
-            .fetch_optional(self.store.pool())
-            .await
-            .map_err(postroom_sqlite::map_error)?;
+        let n: Option<i64> =
+            sqlx::query_scalar("SELECT n FROM effects WHERE consumer = ? AND key = ?")
+                .bind(consumer)
+                .bind(key)
+                .fetch_optional(self.store.pool())
+                .await
+                .map_err(postroom_sqlite::map_error)?;
         Ok(n.unwrap_or(0) as u64)
     }
 }

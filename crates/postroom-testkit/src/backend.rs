@@ -1,7 +1,10 @@
 //! What a store + transport pair offers the conformance suite.
 
 use async_trait::async_trait;
-use postroom_core::{Envelope, Handled, MessageId, OutboxStore, ParkingStore, Publisher, Result, RetryLadder, Subscriber};
+use postroom_core::{
+    Envelope, Handled, MessageId, OutboxStore, ParkingStore, Publisher, Result, RetryLadder,
+    Subscriber,
+};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -50,7 +50,12 @@ pub struct EffectHandler<B> {
 impl<B: Backend> EffectHandler<B> {
     /// A handler for `consumer`.
     pub fn new(backend: Arc<B>, consumer: &str, fault: Fault) -> Arc<Self> {
-        Arc::new(Self { backend, consumer: consumer.into(), fault: Mutex::new(fault), calls: Mutex::new(Vec::new()) })
+        Arc::new(Self {
+            backend,
+            consumer: consumer.into(),
+            fault: Mutex::new(fault),
+            calls: Mutex::new(Vec::new()),
+        })
     }
 
     /// Change the fault (e.g. heal the dependency).
@@ -84,15 +89,36 @@ impl<B: Backend> Handler for EffectHandler<B> {
         match fault {
             Fault::None => {}
             Fault::TransientTimes(n) if m.attempt < n => {
-                return Err(HandlerError::transient("dependency_down", format!("injected transient failure on attempt {}", m.attempt)));
+                return Err(HandlerError::transient(
+                    "dependency_down",
+                    format!("injected transient failure on attempt {}", m.attempt),
+                ));
             }
             Fault::TransientTimes(_) => {}
-            Fault::AlwaysTransient => return Err(HandlerError::transient("dependency_down", "injected: dependency never recovers")),
-            Fault::Permanent => return Err(HandlerError::permanent("rejected_by_test", "injected permanent failure")),
-            Fault::Unknown => return Err(HandlerError::unknown("mystery", "injected unclassified failure")),
+            Fault::AlwaysTransient => {
+                return Err(HandlerError::transient(
+                    "dependency_down",
+                    "injected: dependency never recovers",
+                ));
+            }
+            Fault::Permanent => {
+                return Err(HandlerError::permanent(
+                    "rejected_by_test",
+                    "injected permanent failure",
+                ));
+            }
+            Fault::Unknown => {
+                return Err(HandlerError::unknown(
+                    "mystery",
+                    "injected unclassified failure",
+                ));
+            }
             Fault::BusinessOutcome => return Ok(Handled::BusinessOutcome("rejected".into())),
         }
         let key = format!("effect:{}", env.aggregate.id);
-        self.backend.apply_effect(&self.consumer, env.id, &key).await.map_err(HandlerError::from)
+        self.backend
+            .apply_effect(&self.consumer, env.id, &key)
+            .await
+            .map_err(HandlerError::from)
     }
 }

@@ -14,7 +14,7 @@ pub mod cases;
 pub mod effect;
 
 pub use backend::{Backend, BackendCaps};
-pub use effect::{Fault, EffectHandler};
+pub use effect::{EffectHandler, Fault};
 
 /// Expand to one `#[tokio::test]` per conformance case, each with a fresh backend built by
 /// `$make` (an async expression evaluating to a `Backend`).

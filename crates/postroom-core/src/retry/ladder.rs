@@ -11,7 +11,11 @@ pub struct RetryLadder(Vec<Duration>);
 impl Default for RetryLadder {
     /// 5 s → 30 s → 5 min, the seed's ladder.
     fn default() -> Self {
-        Self(vec![Duration::from_secs(5), Duration::from_secs(30), Duration::from_secs(300)])
+        Self(vec![
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+            Duration::from_secs(300),
+        ])
     }
 }
 
@@ -73,7 +77,9 @@ pub fn format_duration(d: Duration) -> String {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("bad duration {s:?}: expected e.g. 250ms, 5s, 5m, 1h"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?}: expected e.g. 250ms, 5s, 5m, 1h"))?;
     let d = match unit {
         "ms" => Duration::from_millis(n),
         "s" | "" => Duration::from_secs(n),
@@ -95,7 +101,11 @@ impl FromStr for RetryLadder {
     type Err = String;
     /// `5s,30s,5m`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let delays = s.split(',').map(parse_duration).collect::<Result<Vec<_>, _>>()?;
-        RetryLadder::new(delays).ok_or_else(|| format!("bad ladder {s:?}: needs at least one non-zero delay"))
+        let delays = s
+            .split(',')
+            .map(parse_duration)
+            .collect::<Result<Vec<_>, _>>()?;
+        RetryLadder::new(delays)
+            .ok_or_else(|| format!("bad ladder {s:?}: needs at least one non-zero delay"))
     }
 }

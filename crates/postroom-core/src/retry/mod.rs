@@ -4,7 +4,7 @@
 //! error, [`RetryPolicy::decide`] says: retry at ladder stage `k` after a jittered delay, or
 //! park with a reason. The delay lives in the broker; nothing here sleeps.
 
-mod ladder;
+pub mod ladder;
 
 pub use ladder::RetryLadder;
 
@@ -64,7 +64,11 @@ impl RetryPolicy {
     #[must_use]
     pub fn with_ladder(ladder: RetryLadder) -> Self {
         let max_retries = ladder.len() as u32;
-        Self { ladder, max_retries, ..Self::default() }
+        Self {
+            ladder,
+            max_retries,
+            ..Self::default()
+        }
     }
 
     /// Decide what to do after a failed attempt. `unit` is a random number in `[0, 1)`
@@ -72,7 +76,11 @@ impl RetryPolicy {
     #[must_use]
     pub fn decide(&self, a: &Attempt<'_>, unit: f64) -> Disposition {
         let park = |code: &str, message: String| {
-            Disposition::Park(ParkReason { error_class: a.class, error_code: code.to_string(), error_message: message })
+            Disposition::Park(ParkReason {
+                error_class: a.class,
+                error_code: code.to_string(),
+                error_message: message,
+            })
         };
         let limit = match a.class {
             ErrorClass::Permanent => return park(a.code, a.message.to_string()),
@@ -82,7 +90,10 @@ impl RetryPolicy {
         if a.attempt >= limit {
             return park(
                 a.code,
-                format!("retry budget exhausted after {} retries ({} allowed): {}", a.attempt, limit, a.message),
+                format!(
+                    "retry budget exhausted after {} retries ({} allowed): {}",
+                    a.attempt, limit, a.message
+                ),
             );
         }
         let stage = self.ladder.stage_for(a.attempt);
@@ -91,12 +102,17 @@ impl RetryPolicy {
         let extra = stage_delay.mul_f64(self.jitter.max(0.0) * unit);
         let delay = stage_delay + extra;
         if let (Some(max_age), Some(occurred)) = (self.max_age, a.occurred_at) {
-            let deadline = occurred + chrono::Duration::from_std(max_age).unwrap_or(chrono::TimeDelta::MAX);
+            let deadline =
+                occurred + chrono::Duration::from_std(max_age).unwrap_or(chrono::TimeDelta::MAX);
             let due = a.now + chrono::Duration::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
             if due > deadline {
                 return park(
                     a.code,
-                    format!("deadline of {}s after occurred_at passed before the next retry: {}", max_age.as_secs(), a.message),
+                    format!(
+                        "deadline of {}s after occurred_at passed before the next retry: {}",
+                        max_age.as_secs(),
+                        a.message
+                    ),
                 );
             }
         }

@@ -3,42 +3,74 @@ use proptest::prelude::*;
 
 fn at(attempt: u32, class: ErrorClass, age_s: i64) -> (Attempt<'static>, DateTime<Utc>) {
     let now = Utc::now();
-    (Attempt { attempt, occurred_at: Some(now - chrono::Duration::seconds(age_s)), now, class, code: "e", message: "boom" }, now)
+    (
+        Attempt {
+            attempt,
+            occurred_at: Some(now - chrono::Duration::seconds(age_s)),
+            now,
+            class,
+            code: "e",
+            message: "boom",
+        },
+        now,
+    )
 }
 
 #[test]
 fn walks_the_default_ladder_then_parks() {
     let p = RetryPolicy::default();
     let delays: Vec<u64> = (0..3)
-        .map(|n| match p.decide(&at(n, ErrorClass::Transient, 0).0, 0.0) {
-            Disposition::Retry(r) => {
-                assert_eq!(r.attempt, n + 1);
-                r.delay.as_secs()
-            }
-            other => panic!("{other:?}"),
-        })
+        .map(
+            |n| match p.decide(&at(n, ErrorClass::Transient, 0).0, 0.0) {
+                Disposition::Retry(r) => {
+                    assert_eq!(r.attempt, n + 1);
+                    r.delay.as_secs()
+                }
+                other => panic!("{other:?}"),
+            },
+        )
         .collect();
     assert_eq!(delays, vec![5, 30, 300]);
-    assert!(matches!(p.decide(&at(3, ErrorClass::Transient, 0).0, 0.0), Disposition::Park(_)));
+    assert!(matches!(
+        p.decide(&at(3, ErrorClass::Transient, 0).0, 0.0),
+        Disposition::Park(_)
+    ));
 }
 
 #[test]
 fn permanent_parks_at_once_and_unknown_is_bounded() {
     let p = RetryPolicy::default();
-    assert!(matches!(p.decide(&at(0, ErrorClass::Permanent, 0).0, 0.5), Disposition::Park(_)));
-    assert!(matches!(p.decide(&at(1, ErrorClass::Unknown, 0).0, 0.5), Disposition::Retry(_)));
-    assert!(matches!(p.decide(&at(2, ErrorClass::Unknown, 0).0, 0.5), Disposition::Park(_)));
+    assert!(matches!(
+        p.decide(&at(0, ErrorClass::Permanent, 0).0, 0.5),
+        Disposition::Park(_)
+    ));
+    assert!(matches!(
+        p.decide(&at(1, ErrorClass::Unknown, 0).0, 0.5),
+        Disposition::Retry(_)
+    ));
+    assert!(matches!(
+        p.decide(&at(2, ErrorClass::Unknown, 0).0, 0.5),
+        Disposition::Park(_)
+    ));
 }
 
 #[test]
 fn deadline_parks_before_scheduling_past_it() {
-    let p = RetryPolicy { max_age: Some(Duration::from_secs(60)), ..RetryPolicy::default() };
+    let p = RetryPolicy {
+        max_age: Some(Duration::from_secs(60)),
+        ..RetryPolicy::default()
+    };
     // 58 s old: the next retry (5 s) would land after the 60 s deadline.
     match p.decide(&at(0, ErrorClass::Transient, 58).0, 0.0) {
-        Disposition::Park(r) => assert!(r.error_message.contains("deadline"), "{}", r.error_message),
+        Disposition::Park(r) => {
+            assert!(r.error_message.contains("deadline"), "{}", r.error_message)
+        }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(p.decide(&at(0, ErrorClass::Transient, 10).0, 0.0), Disposition::Retry(_)));
+    assert!(matches!(
+        p.decide(&at(0, ErrorClass::Transient, 10).0, 0.0),
+        Disposition::Retry(_)
+    ));
 }
 
 #[test]

@@ -1,0 +1,199 @@
+//! Command-line definitions (clap derive).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// postroom: reliable asynchronous messaging — transactional outbox, confirmed relay, inbox,
+/// delayed retries in the broker, a parking lot you can search and redrive.
+#[derive(Debug, Parser)]
+#[command(name = "postroom", version, propagate_version = true)]
+pub struct Cli {
+    /// Config file (TOML). Default: ./postroom.toml when it exists.
+    #[arg(long, global = true, env = "POSTROOM_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log format for diagnostics on stderr.
+    #[arg(long, global = true, env = "POSTROOM_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
+    pub log_format: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the orders → inventory example end to end on the embedded store, with the source
+    /// article's faults injected, and check that nothing is lost or applied twice.
+    Demo(DemoArgs),
+    /// Inspect and redrive parked (dead-lettered) messages.
+    #[command(subcommand)]
+    Parking(ParkingCommand),
+    /// The demo's inventory consumer process (started and killed by `demo`).
+    #[command(hide = true)]
+    DemoConsumer(DemoConsumerArgs),
+}
+
+/// `postroom demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Database file for the demo (recreated on each run; kept afterwards so that
+    /// `postroom parking list --database FILE` can look at it).
+    #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-demo.db")]
+    pub database: String,
+    /// Number of orders to create (at least 12, so that every fault has an order).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(12..=100_000))]
+    pub orders: u32,
+    /// Retry ladder (scaled down from the production 5s,30s,5m so the demo ends within a minute).
+    #[arg(long, default_value = "1s,2s,4s")]
+    pub ladder: String,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub report_json: Option<PathBuf>,
+    /// Give up if the demo has not settled within this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_secs: u64,
+}
+
+/// `postroom demo-consumer` (internal).
+#[derive(Debug, Args)]
+pub struct DemoConsumerArgs {
+    /// Database file.
+    #[arg(long)]
+    pub database: PathBuf,
+    /// Retry ladder.
+    #[arg(long)]
+    pub ladder: String,
+    /// Order whose handling stops after COMMIT and before the ack, so it can be killed.
+    #[arg(long)]
+    pub crash_order: Option<String>,
+}
+
+/// `postroom parking …`.
+#[derive(Debug, Subcommand)]
+pub enum ParkingCommand {
+    /// List parked messages matching a filter (payloads redacted unless --show-payload).
+    List(ListArgs),
+    /// Show every diagnostic of one parked message.
+    Show(ShowArgs),
+    /// Send selected parked messages back to the consumer that parked them, with the same
+    /// id, at a bounded rate. Records each id so an interrupted run can be resumed.
+    Redrive(RedriveArgs),
+    /// List recorded redrive runs.
+    Runs(RunsArgs),
+}
+
+/// Where the parking store is.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Database: SQLite file path (or sqlite://path). Also POSTROOM_DATABASE or `database` in the config file.
+    #[arg(long, env = "POSTROOM_DATABASE")]
+    pub database: Option<String>,
+}
+
+/// Which parked messages.
+#[derive(Debug, Args, Default)]
+pub struct FilterArgs {
+    /// Only this message type (e.g. order.created).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub message_type: Option<String>,
+    /// Only this error class: transient, permanent or unknown.
+    #[arg(long, value_name = "CLASS")]
+    pub error_class: Option<String>,
+    /// Only this error code (e.g. malformed, unknown_schema_version, dependency_down).
+    #[arg(long, value_name = "CODE")]
+    pub error_code: Option<String>,
+    /// Only messages parked by this consumer.
+    #[arg(long)]
+    pub consumer: Option<String>,
+    /// Parked at or after: RFC 3339 time, or an age such as 30m, 2h, 7d.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Parked before: RFC 3339 time, or an age such as 30m, 2h, 7d.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only these message ids (repeat the flag for several).
+    #[arg(long = "id", value_name = "ID")]
+    pub ids: Vec<String>,
+}
+
+/// `parking list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Also list messages already redriven.
+    #[arg(long)]
+    pub include_redriven: bool,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Print message bodies (they may hold personal data).
+    #[arg(long)]
+    pub show_payload: bool,
+    /// Machine-readable output: one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `parking show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Message id.
+    pub id: String,
+    /// Print the message body (it may hold personal data).
+    #[arg(long)]
+    pub show_payload: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `parking redrive`.
+#[derive(Debug, Args)]
+pub struct RedriveArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// At most this many messages.
+    #[arg(long, default_value_t = 1000)]
+    pub limit: usize,
+    /// Messages per second (default 10, or `parking.redrive_rate` in the config file).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Show what would be redriven and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Continue an interrupted run instead of selecting anew.
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
+    pub resume: Option<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `parking runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// At most this many runs.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
