@@ -1,0 +1,76 @@
+//! The inbox (R5): `(consumer, message_id)` claimed in the same transaction as the business
+//! effect. A duplicate delivery claims nothing, so the handler commits nothing new and acks.
+//!
+//! Retention: [`purge`] deletes rows older than the replay window. The window must be longer
+//! than the longest time a copy of a message can still arrive: the relay's lease plus its
+//! retry backoff, the full retry ladder, the broker's redelivery timeout, and the longest
+//! time an operator may wait before redriving from the parking lot. [`DEFAULT_REPLAY_WINDOW`]
+//! is 14 days; shorten it only with those figures in hand.
+
+use crate::error::SqlxResultExt;
+use crate::schema::TablePrefix;
+use postroom_core::{MessageId, Result};
+use sqlx::{PgConnection, PgPool};
+use std::time::Duration;
+
+/// Default replay window kept by [`purge`]: 14 days.
+pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Claim `message_id` for `consumer` inside the handler's transaction (pass `&mut *tx`).
+/// `true` when the id is new: apply the effect; `false` for a duplicate: commit nothing new.
+///
+/// Two concurrent deliveries of the same id: the second waits on the first's row lock and
+/// then sees the conflict, so at most one of them applies the effect.
+pub async fn claim(
+    conn: &mut PgConnection,
+    prefix: &TablePrefix,
+    consumer: &str,
+    message_id: MessageId,
+) -> Result<bool> {
+    let sql = format!(
+        "INSERT INTO {p}inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        p = prefix
+    );
+    let done = sqlx::query(&sql)
+        .bind(consumer)
+        .bind(message_id.as_uuid())
+        .execute(conn)
+        .await
+        .pg()?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Whether `consumer` already processed `message_id` (diagnostics; use [`claim`] for
+/// correctness).
+pub async fn contains(
+    pool: &PgPool,
+    prefix: &TablePrefix,
+    consumer: &str,
+    message_id: MessageId,
+) -> Result<bool> {
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM {p}inbox WHERE consumer = $1 AND message_id = $2)",
+        p = prefix
+    );
+    sqlx::query_scalar(&sql)
+        .bind(consumer)
+        .bind(message_id.as_uuid())
+        .fetch_one(pool)
+        .await
+        .pg()
+}
+
+/// Delete inbox rows older than `replay_window` (see the module docs for how to choose it).
+/// Returns how many were deleted.
+pub async fn purge(pool: &PgPool, prefix: &TablePrefix, replay_window: Duration) -> Result<u64> {
+    let sql = format!(
+        "DELETE FROM {p}inbox WHERE processed_at < now() - make_interval(secs => $1)",
+        p = prefix
+    );
+    let done = sqlx::query(&sql)
+        .bind(replay_window.as_secs_f64())
+        .execute(pool)
+        .await
+        .pg()?;
+    Ok(done.rows_affected())
+}

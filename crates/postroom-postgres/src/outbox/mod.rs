@@ -1,0 +1,258 @@
+//! The transactional outbox (R2, R3).
+//!
+//! [`enqueue`] writes the outbox row in the caller's own transaction, beside the business
+//! write. [`PgOutbox`] is the relays' side: [`OutboxStore::claim`] takes rows with
+//! `FOR UPDATE SKIP LOCKED` and a lease (`locked_by`, `locked_until`), at most one row per
+//! aggregate per call and only the aggregate's earliest unpublished row, so version n+1 is
+//! never published before n is confirmed, however many relays run. Inserts fire
+//! `pg_notify('{prefix}outbox')` from a statement trigger; [`OutboxStore::wait_for_rows`]
+//! listens for it and falls back to polling.
+
+mod wakeup;
+
+use crate::error::SqlxResultExt;
+use crate::schema::TablePrefix;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use postroom_core::{
+    Error, ErrorKind, Headers, MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route,
+};
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool, Row};
+use std::sync::Arc;
+use std::time::Duration;
+use wakeup::Wakeup;
+
+/// Write the outbox row for `msg` in the caller's transaction (pass `&mut *tx`).
+///
+/// `aggregate_key` orders rows: rows with the same key are published in the order they were
+/// enqueued. To make that order the commit order, the insert takes a transaction-scoped
+/// advisory lock on the key, so two transactions writing the same aggregate at once commit
+/// their outbox rows one after the other (they normally already do, through the business row).
+pub async fn enqueue(
+    conn: &mut PgConnection,
+    prefix: &TablePrefix,
+    msg: &OutgoingMessage,
+    aggregate_key: &str,
+) -> Result<()> {
+    let (kind, route) = route_parts(&msg.route);
+    let sql = format!(
+        "INSERT INTO {p}outbox (id, aggregate_key, route_kind, route, headers, body)
+         SELECT $1, $2, $3, $4, $5, $6 FROM (SELECT pg_advisory_xact_lock(hashtext('{p}outbox'), hashtext($2))) AS l",
+        p = prefix
+    );
+    sqlx::query(&sql)
+        .bind(msg.id.as_uuid())
+        .bind(aggregate_key)
+        .bind(kind)
+        .bind(route)
+        .bind(Json(&msg.headers))
+        .bind(&msg.body)
+        .execute(conn)
+        .await
+        .pg()?;
+    Ok(())
+}
+
+/// Write many outbox rows in the caller's transaction with one statement (all under the same
+/// ordering rules as [`enqueue`]; within the batch, rows keep slice order).
+pub async fn enqueue_batch(
+    conn: &mut PgConnection,
+    prefix: &TablePrefix,
+    msgs: &[(OutgoingMessage, String)],
+) -> Result<()> {
+    if msgs.is_empty() {
+        return Ok(());
+    }
+    let mut keys: Vec<&str> = msgs.iter().map(|(_, k)| k.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let sql = format!(
+        "WITH l AS (SELECT pg_advisory_xact_lock(hashtext('{p}outbox'), hashtext(k)) FROM unnest($7::text[]) AS k ORDER BY k)
+         INSERT INTO {p}outbox (id, aggregate_key, route_kind, route, headers, body)
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bytea[])
+         WHERE (SELECT count(*) FROM l) >= 0",
+        p = prefix
+    );
+    let mut ids = Vec::with_capacity(msgs.len());
+    let (mut aggs, mut kinds, mut routes, mut headers, mut bodies) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for (m, k) in msgs {
+        let (kind, route) = route_parts(&m.route);
+        ids.push(m.id.as_uuid());
+        aggs.push(k.as_str());
+        kinds.push(kind);
+        routes.push(route);
+        headers.push(Json(&m.headers));
+        bodies.push(m.body.as_slice());
+    }
+    sqlx::query(&sql)
+        .bind(ids)
+        .bind(aggs)
+        .bind(kinds)
+        .bind(routes)
+        .bind(headers)
+        .bind(bodies)
+        .bind(keys)
+        .execute(conn)
+        .await
+        .pg()?;
+    Ok(())
+}
+
+fn route_parts(route: &Route) -> (&'static str, &str) {
+    match route {
+        Route::Topic(t) => ("topic", t.as_str()),
+        Route::Consumer(c) => ("consumer", c.as_str()),
+    }
+}
+
+/// The relays' side of the outbox.
+#[derive(Clone, Debug)]
+pub struct PgOutbox {
+    pool: PgPool,
+    prefix: TablePrefix,
+    wakeup: Arc<Wakeup>,
+}
+
+impl PgOutbox {
+    /// The outbox in `pool` under `prefix` (migrated beforehand with [`crate::migrate()`]).
+    #[must_use]
+    pub fn new(pool: PgPool, prefix: TablePrefix) -> Self {
+        let wakeup = Arc::new(Wakeup::new(pool.clone(), prefix.outbox_channel()));
+        Self {
+            pool,
+            prefix,
+            wakeup,
+        }
+    }
+}
+
+fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
+    let kind: String = row.get("route_kind");
+    let route: String = row.get("route");
+    let route = match kind.as_str() {
+        "topic" => Route::Topic(route),
+        "consumer" => Route::Consumer(route),
+        other => {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!("outbox route kind {other:?}"),
+            ));
+        }
+    };
+    let headers: Json<Headers> = row.try_get("headers").pg()?;
+    let attempts: i32 = row.get("publish_attempts");
+    let created_at: DateTime<Utc> = row.get("created_at");
+    let id: uuid::Uuid = row.get("id");
+    let rec = OutboxRecord {
+        id: MessageId::from(id),
+        route,
+        headers: headers.0,
+        body: row.get("body"),
+        aggregate_key: row.get("aggregate_key"),
+        created_at,
+        publish_attempts: u32::try_from(attempts).unwrap_or(0),
+    };
+    Ok((row.get("seq"), rec))
+}
+
+#[async_trait]
+impl OutboxStore for PgOutbox {
+    async fn claim(
+        &self,
+        relay_id: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxRecord>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "WITH c AS (
+                SELECT o.seq FROM {p}outbox o
+                WHERE o.published_at IS NULL AND o.available_at <= now()
+                  AND (o.locked_until IS NULL OR o.locked_until < now())
+                  AND NOT EXISTS (SELECT 1 FROM {p}outbox e
+                                  WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
+                ORDER BY o.seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+             UPDATE {p}outbox o SET locked_by = $2, locked_until = now() + make_interval(secs => $3)
+             FROM c WHERE o.seq = c.seq
+             RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts",
+            p = self.prefix
+        );
+        let rows = sqlx::query(&sql)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(relay_id)
+            .bind(lease.as_secs_f64())
+            .fetch_all(&self.pool)
+            .await
+            .pg()?;
+        let mut recs = rows.iter().map(record_of).collect::<Result<Vec<_>>>()?;
+        recs.sort_by_key(|(seq, _)| *seq);
+        Ok(recs.into_iter().map(|(_, r)| r).collect())
+    }
+
+    async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
+        // Not restricted to this relay's lease: the broker confirmed the message, so it is
+        // published even if the lease ran out meanwhile.
+        let ids: Vec<uuid::Uuid> = ids.iter().map(MessageId::as_uuid).collect();
+        let sql = format!(
+            "UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
+             WHERE id = ANY($1) AND published_at IS NULL",
+            p = self.prefix
+        );
+        sqlx::query(&sql).bind(ids).execute(&self.pool).await.pg()?;
+        Ok(())
+    }
+
+    async fn release(
+        &self,
+        relay_id: &str,
+        id: MessageId,
+        error: &str,
+        retry_after: Duration,
+    ) -> Result<()> {
+        let sql = format!(
+            "UPDATE {p}outbox SET locked_by = NULL, locked_until = NULL, last_error = $3,
+                 publish_attempts = publish_attempts + 1, available_at = now() + make_interval(secs => $4)
+             WHERE id = $1 AND published_at IS NULL AND (locked_by = $2 OR locked_by IS NULL)",
+            p = self.prefix
+        );
+        sqlx::query(&sql)
+            .bind(id.as_uuid())
+            .bind(relay_id)
+            .bind(postroom_core::message::truncate(error, 2000))
+            .bind(retry_after.as_secs_f64())
+            .execute(&self.pool)
+            .await
+            .pg()?;
+        Ok(())
+    }
+
+    async fn purge_published(&self, older_than: Duration) -> Result<u64> {
+        let sql = format!(
+            "DELETE FROM {p}outbox WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)",
+            p = self.prefix
+        );
+        let done = sqlx::query(&sql)
+            .bind(older_than.as_secs_f64())
+            .execute(&self.pool)
+            .await
+            .pg()?;
+        Ok(done.rows_affected())
+    }
+
+    async fn pending(&self) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM {p}outbox WHERE published_at IS NULL",
+            p = self.prefix
+        );
+        let n: i64 = sqlx::query_scalar(&sql).fetch_one(&self.pool).await.pg()?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn wait_for_rows(&self, max_wait: Duration) {
+        self.wakeup.wait(max_wait).await;
+    }
+}

@@ -1,0 +1,200 @@
+//! `PgQueue`: a queue transport in PostgreSQL tables, so that the whole of postroom (and its
+//! conformance suite) runs on PostgreSQL alone.
+//!
+//! Consumers subscribe with AMQP topic patterns (`*` one word, `#` any number). A publish to a
+//! topic inserts one row per matching consumer in one statement and fails with
+//! [`ErrorKind::Unroutable`] when none matches; a publish to [`Route::Consumer`] reaches that
+//! consumer only. Subscribers claim visible rows with `FOR UPDATE SKIP LOCKED` and a lease
+//! token; an ack deletes the row, a retry makes it visible again after the delay (the delay
+//! lives in the table, not in a sleep), a park moves it to the parking lot, each in one
+//! transaction and each checking the lease token.
+
+mod backlog;
+mod delivery;
+pub mod pattern;
+mod subscriber;
+
+pub use delivery::PgDelivery;
+pub use subscriber::PgSubscriber;
+
+use crate::error::SqlxResultExt;
+use crate::schema::TablePrefix;
+use async_trait::async_trait;
+use postroom_core::message::headers as h;
+use postroom_core::{Error, ErrorKind, OutgoingMessage, Publisher, Result, Route};
+use sqlx::PgPool;
+use sqlx::types::Json;
+use std::time::Duration;
+
+/// Settings of a [`PgQueue`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct QueueConfig {
+    /// How long a claimed row stays invisible to other subscribers before it is redelivered
+    /// (the visibility timeout). Longer than a handler can take.
+    pub lease: Duration,
+    /// Rows a subscriber claims at once (≥ 1; 0 is refused).
+    pub prefetch: usize,
+    /// Pause between polls while the queue is empty.
+    pub poll_interval: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            prefetch: 1,
+            poll_interval: Duration::from_millis(50),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Set the lease.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Set the prefetch.
+    pub fn prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Set the poll interval.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Refuse an unbounded or zero prefetch and a zero lease.
+    pub fn validate(&self) -> Result<()> {
+        if self.prefetch == 0 {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "prefetch must be at least 1 (0 would mean unbounded)",
+            ));
+        }
+        if self.lease.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "the lease must be longer than zero",
+            ));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "the poll interval must be longer than zero",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The queue transport: a confirming [`Publisher`] (the insert's commit is the confirm) and
+/// a factory of [`PgSubscriber`]s.
+#[derive(Clone, Debug)]
+pub struct PgQueue {
+    pool: PgPool,
+    prefix: TablePrefix,
+    config: QueueConfig,
+}
+
+impl PgQueue {
+    /// A queue in `pool` under `prefix` (migrated beforehand).
+    pub fn new(pool: PgPool, prefix: TablePrefix, config: QueueConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Self {
+            pool,
+            prefix,
+            config,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    /// Bind `consumer` to every topic pattern in `topics` (bindings are durable and additive,
+    /// like AMQP queue bindings).
+    pub async fn bind(&self, consumer: &str, topics: &[&str]) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO {p}subscriptions (consumer, pattern, regex) SELECT $1, t, r FROM unnest($2::text[], $3::text[]) AS u(t, r)
+             ON CONFLICT (consumer, pattern) DO NOTHING",
+            p = self.prefix
+        );
+        let regexes: Vec<String> = topics.iter().map(|t| pattern::to_regex(t)).collect();
+        sqlx::query(&sql)
+            .bind(consumer)
+            .bind(topics)
+            .bind(regexes)
+            .execute(&self.pool)
+            .await
+            .pg()?;
+        Ok(())
+    }
+
+    /// Bind `consumer` to `topics` and return a subscriber for it.
+    pub async fn subscribe(&self, consumer: &str, topics: &[&str]) -> Result<PgSubscriber> {
+        self.bind(consumer, topics).await?;
+        Ok(PgSubscriber::new(
+            self.pool.clone(),
+            self.prefix.clone(),
+            consumer.to_string(),
+            self.config.clone(),
+        ))
+    }
+
+    async fn insert(&self, m: &OutgoingMessage) -> Result<u64> {
+        let p = &self.prefix;
+        // $6 is the consumer for a direct route; a topic route leaves it NULL.
+        let (sql, routing_key, consumer) = match &m.route {
+            Route::Topic(topic) => (
+                format!(
+                    "WITH i AS (INSERT INTO {p}queue (consumer, message_id, routing_key, headers, body, attempt)
+                        SELECT DISTINCT s.consumer, $1::uuid, $2::text, $3::jsonb, $4::bytea, $5::int
+                        FROM {p}subscriptions s WHERE $2 ~ s.regex AND $6::text IS NULL RETURNING 1)
+                     SELECT count(*) FROM i"
+                ),
+                topic.as_str(),
+                None,
+            ),
+            Route::Consumer(consumer) => (
+                format!(
+                    "WITH i AS (INSERT INTO {p}queue (consumer, message_id, routing_key, headers, body, attempt)
+                        SELECT $6, $1, $2, $3, $4, $5
+                        WHERE EXISTS (SELECT 1 FROM {p}subscriptions WHERE consumer = $6) RETURNING 1)
+                     SELECT count(*) FROM i"
+                ),
+                m.headers.get(h::ORIGINAL_ROUTE).map_or(consumer.as_str(), String::as_str),
+                Some(consumer.as_str()),
+            ),
+        };
+        let n: i64 = sqlx::query_scalar(&sql)
+            .bind(m.id.as_uuid())
+            .bind(routing_key)
+            .bind(Json(&m.headers))
+            .bind(&m.body)
+            .bind(i32::try_from(m.attempt()).unwrap_or(i32::MAX))
+            .bind(consumer)
+            .fetch_one(&self.pool)
+            .await
+            .pg()?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl Publisher for PgQueue {
+    async fn publish(&self, message: &OutgoingMessage) -> Result<()> {
+        match self.insert(message).await? {
+            0 => Err(Error::new(
+                ErrorKind::Unroutable,
+                format!("no consumer is bound for {:?}", message.route),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
