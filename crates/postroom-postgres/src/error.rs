@@ -69,15 +69,13 @@ pub fn map(err: sqlx::Error) -> Error {
 }
 
 /// Map an error returned by COMMIT: a lost connection means the outcome is unknown (the
-/// server may have committed), so it becomes [`ErrorKind::CommitOutcomeUnknown`]; a server
-/// error (e.g. a serialization failure at commit) means the transaction did not commit.
+/// server may have committed), so it becomes [`ErrorKind::CommitOutcomeUnknown`]; any other
+/// server error (e.g. a serialization failure at commit) means the transaction did not commit.
 #[must_use]
 pub fn map_commit(err: sqlx::Error) -> Error {
-    let lost = match &err {
-        sqlx::Error::Database(_) => false,
-        other => kind_of(other) == ErrorKind::Connection,
-    };
-    if lost {
+    // A lost connection (I/O error, or the server's own 57P0x / 08xxx as it closes the
+    // session) leaves the outcome unknown; any other server error means it did not commit.
+    if kind_of(&err) == ErrorKind::Connection {
         Error::new(
             ErrorKind::CommitOutcomeUnknown,
             "connection lost during COMMIT",

@@ -1,0 +1,261 @@
+//! Two relay processes on one outbox, one killed with SIGKILL in the middle of a batch: every
+//! message is published, per-aggregate order holds, and the republished copies carry the same
+//! id, so the inbox absorbs them.
+//!
+//! The relay processes are this test binary itself, re-run with `relay_worker_process` as the
+//! only test and the database URL in the environment.
+
+mod support;
+
+use postroom_core::{
+    Envelope, MessageId, OutboxRelay, OutgoingMessage, Publisher, RelayConfig, Result, async_trait,
+    message::headers as h,
+};
+use postroom_postgres::{PgStore, TablePrefix, commit, inbox, map_error, outbox};
+use sqlx::{PgPool, Row};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::TestDb;
+
+const AGGREGATES: usize = 12;
+const VERSIONS: u64 = 12;
+const WORKER_URL: &str = "POSTROOM_RELAY_WORKER_URL";
+const WORKER_ID: &str = "POSTROOM_RELAY_WORKER_ID";
+
+/// A broker stand-in: a publish is confirmed once its row in `broker_log` is committed.
+/// Each publish takes a few milliseconds, so a batch is long enough to be killed inside.
+struct LogPublisher {
+    pool: PgPool,
+    relay: String,
+}
+
+#[async_trait]
+impl Publisher for LogPublisher {
+    async fn publish(&self, m: &OutgoingMessage) -> Result<()> {
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        let env: Envelope = serde_json::from_slice(&m.body).expect("envelope body");
+        sqlx::query("INSERT INTO broker_log (relay, message_id, aggregate_key, version) VALUES ($1, $2, $3, $4)")
+            .bind(&self.relay)
+            .bind(m.id.as_uuid())
+            .bind(m.headers.get(h::AGGREGATE_KEY).cloned().unwrap_or_default())
+            .bind(i64::try_from(env.aggregate.version).unwrap())
+            .execute(&self.pool)
+            .await
+            .map_err(map_error)?;
+        Ok(())
+    }
+}
+
+/// The relay process. Does nothing unless started by `two_relays_one_killed_mid_batch`.
+#[test]
+#[ignore = "run as a child process by two_relays_one_killed_mid_batch"]
+fn relay_worker_process() {
+    let (Ok(url), Ok(relay_id)) = (std::env::var(WORKER_URL), std::env::var(WORKER_ID)) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(3)
+            .connect(&url)
+            .await
+            .unwrap();
+        let store = PgStore::from_pool(pool.clone(), TablePrefix::default());
+        let publisher = Arc::new(LogPublisher {
+            pool,
+            relay: relay_id.clone(),
+        });
+        let config = RelayConfig {
+            relay_id,
+            batch_size: 10,
+            lease: Duration::from_secs(2),
+            idle_wait: Duration::from_millis(200),
+            retry_after: Duration::from_millis(100),
+            retention: None,
+        };
+        let relay = OutboxRelay::new(Arc::new(store.outbox()), publisher, config);
+        let (_never, rx) = tokio::sync::watch::channel(false);
+        relay.run(rx).await;
+    });
+}
+
+fn spawn_relay(url: &str, id: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "relay_worker_process",
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(WORKER_URL, url)
+        .env(WORKER_ID, id)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn relay process")
+}
+
+async fn wait_until(timeout: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn scalar(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_one_killed_mid_batch() {
+    let db = TestDb::create().await;
+    let pool = db.pool(4).await;
+    let store = PgStore::from_pool(pool.clone(), TablePrefix::default());
+    store.migrate().await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE broker_log (seq BIGSERIAL PRIMARY KEY, relay TEXT NOT NULL, message_id UUID NOT NULL,
+                                  aggregate_key TEXT NOT NULL, version BIGINT NOT NULL);
+         CREATE TABLE effects (message_id UUID PRIMARY KEY);",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // Produce: one transaction per version round, all aggregates in a batch.
+    let mut ids: BTreeMap<(String, u64), MessageId> = BTreeMap::new();
+    for v in 1..=VERSIONS {
+        let mut batch = Vec::new();
+        for a in 0..AGGREGATES {
+            let env = Envelope::builder("order.created", "sigkill")
+                .aggregate("order", format!("a{a}"), v)
+                .build();
+            ids.insert((env.aggregate.key(), v), env.id);
+            batch.push((
+                OutgoingMessage::from_envelope(&env, "orders"),
+                env.aggregate.key(),
+            ));
+        }
+        let mut tx = store.begin().await.unwrap();
+        outbox::enqueue_batch(&mut tx, store.prefix(), &batch)
+            .await
+            .unwrap();
+        commit(tx).await.unwrap();
+    }
+    let total = ids.len() as i64;
+
+    let mut doomed = spawn_relay(&db.url, "doomed");
+    let mut survivor = spawn_relay(&db.url, "survivor");
+    // Kill the doomed relay once it has published a row it has not marked yet: mid-batch.
+    wait_until(
+        Duration::from_secs(60),
+        "the doomed relay to be mid-batch",
+        async || {
+            scalar(
+                &pool,
+                "SELECT count(*) FROM broker_log l JOIN postroom_outbox o ON o.id = l.message_id
+             WHERE l.relay = 'doomed' AND o.published_at IS NULL AND o.locked_by = 'doomed'",
+            )
+            .await
+                > 0
+        },
+    )
+    .await;
+    doomed.kill().expect("SIGKILL the doomed relay");
+    let _ = doomed.wait();
+    let at_kill = scalar(
+        &pool,
+        "SELECT count(*) FROM postroom_outbox WHERE published_at IS NULL",
+    )
+    .await;
+    assert!(at_kill > 0, "the doomed relay died with work left");
+
+    wait_until(
+        Duration::from_secs(90),
+        "the survivor to drain the outbox",
+        async || {
+            scalar(
+                &pool,
+                "SELECT count(*) FROM postroom_outbox WHERE published_at IS NULL",
+            )
+            .await
+                == 0
+        },
+    )
+    .await;
+    survivor.kill().unwrap();
+    let _ = survivor.wait();
+
+    let log: Vec<(String, uuid::Uuid, String, i64)> = sqlx::query(
+        "SELECT relay, message_id, aggregate_key, version FROM broker_log ORDER BY seq",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect();
+    let relays: BTreeSet<&str> = log.iter().map(|l| l.0.as_str()).collect();
+    assert_eq!(relays.len(), 2, "both relays published");
+
+    // Every message published; copies carry the id of the original.
+    for l in &log {
+        let want = ids
+            .get(&(l.2.clone(), u64::try_from(l.3).unwrap()))
+            .copied()
+            .expect("a produced message");
+        assert_eq!(
+            MessageId::from(l.1),
+            want,
+            "a republished copy carries the original id"
+        );
+    }
+    let distinct: BTreeSet<uuid::Uuid> = log.iter().map(|l| l.1).collect();
+    assert_eq!(distinct.len() as i64, total, "every message published");
+    assert!(
+        log.len() as i64 > total,
+        "the killed relay's unmarked rows were published again"
+    );
+
+    // Per aggregate, versions never go back: n+1 is never published before a copy of n.
+    let mut last: BTreeMap<&str, i64> = BTreeMap::new();
+    for l in &log {
+        let prev = last.insert(l.2.as_str(), l.3).unwrap_or(0);
+        assert!(
+            l.3 == prev || l.3 == prev + 1,
+            "{}: version {} published after {}",
+            l.2,
+            l.3,
+            prev
+        );
+    }
+
+    // The inbox absorbs the copies.
+    let (mut applied, mut duplicates) = (0, 0);
+    for l in &log {
+        let mut tx = store.begin().await.unwrap();
+        if inbox::claim(&mut tx, store.prefix(), "inventory", MessageId::from(l.1))
+            .await
+            .unwrap()
+        {
+            sqlx::query("INSERT INTO effects (message_id) VALUES ($1)")
+                .bind(l.1)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            applied += 1;
+        } else {
+            duplicates += 1;
+        }
+        commit(tx).await.unwrap();
+    }
+    assert_eq!(applied, total);
+    assert_eq!(duplicates, log.len() as i64 - total);
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM effects").await,
+        total,
+        "one effect per message"
+    );
+}

@@ -1,0 +1,390 @@
+//! The store's own behaviour beyond the conformance suite: migrations, the outbox claim rules
+//! and wake-up, topic routing, queue config and backlog, and parking filters equal to
+//! `ParkingFilter::matches`.
+
+mod support;
+
+use postroom_core::{
+    BacklogProbe, Delivery, Envelope, ErrorClass, ErrorKind, MessageId, OutboxStore,
+    OutgoingMessage, ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore, Publisher, Route,
+    Subscriber,
+};
+use postroom_postgres::queue::pattern;
+use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, outbox};
+use std::time::{Duration, Instant};
+use support::TestDb;
+
+async fn store(db: &TestDb, prefix: &str) -> PgStore {
+    let s = PgStore::from_pool(db.pool(6).await, TablePrefix::new(prefix).unwrap());
+    s.migrate().await.unwrap();
+    s
+}
+
+#[tokio::test]
+async fn migrations_are_idempotent_concurrent_and_prefixed() {
+    let db = TestDb::create().await;
+    let pool = db.pool(6).await;
+    let (a, b) = (
+        PgStore::from_pool(pool.clone(), TablePrefix::new("one_").unwrap()),
+        PgStore::from_pool(pool.clone(), TablePrefix::new("one_").unwrap()),
+    );
+    let (x, y) = tokio::join!(a.migrate(), b.migrate());
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert_eq!(
+        x.len() + y.len(),
+        postroom_postgres::migrate::MIGRATIONS.len(),
+        "applied once between them"
+    );
+    assert!(
+        a.migrate().await.unwrap().is_empty(),
+        "nothing left to apply"
+    );
+    let other = PgStore::from_pool(pool.clone(), TablePrefix::new("two_").unwrap());
+    assert_eq!(
+        other.migrate().await.unwrap().len(),
+        postroom_postgres::migrate::MIGRATIONS.len(),
+        "a second prefix is independent"
+    );
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'one\\_%' AND schemaname = 'public'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(n >= 9, "{n} tables");
+}
+
+fn msg(agg: &str, v: u64) -> (OutgoingMessage, String) {
+    let env = Envelope::builder("order.created", "t")
+        .aggregate("order", agg, v)
+        .build();
+    (
+        OutgoingMessage::from_envelope(&env, "orders"),
+        env.aggregate.key(),
+    )
+}
+
+#[tokio::test]
+async fn claim_takes_only_the_head_of_each_aggregate() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let mut tx = s.begin().await.unwrap();
+    let rows: Vec<_> = [("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2)]
+        .iter()
+        .map(|(a, v)| msg(a, *v))
+        .collect();
+    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    let ob = s.outbox();
+    let first = ob.claim("r1", 10, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        first.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![rows[0].0.id, rows[2].0.id],
+        "one head per aggregate"
+    );
+    assert!(
+        ob.claim("r2", 10, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty(),
+        "heads leased: nothing else is publishable"
+    );
+    ob.mark_published("r1", &[rows[0].0.id]).await.unwrap();
+    ob.release("r1", rows[2].0.id, "broker down", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let next = ob.claim("r2", 10, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        next.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![rows[1].0.id],
+        "b waits behind its released head"
+    );
+    assert_eq!(ob.pending().await.unwrap(), 4);
+    assert_eq!(ob.purge_published(Duration::ZERO).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn an_insert_wakes_a_waiting_relay() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let ob = s.outbox();
+    // The first wait connects the listener; the second is the one measured.
+    ob.wait_for_rows(Duration::from_millis(50)).await;
+    let s2 = s.clone();
+    let producer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut tx = s2.begin().await.unwrap();
+        let (m, k) = msg("w", 1);
+        outbox::enqueue(&mut tx, s2.prefix(), &m, &k).await.unwrap();
+        commit(tx).await.unwrap();
+    });
+    let started = Instant::now();
+    ob.wait_for_rows(Duration::from_secs(20)).await;
+    producer.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by NOTIFY, not by the 20 s poll"
+    );
+}
+
+#[tokio::test]
+async fn topic_patterns_route_like_the_reference_matcher() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let patterns = [
+        "a.b",
+        "a.*",
+        "a.#",
+        "#.c",
+        "a.#.c",
+        "#",
+        "*",
+        "#.*",
+        "*.#",
+        "order.created",
+        "x-y.*",
+    ];
+    let keys = [
+        "a",
+        "a.b",
+        "a.c",
+        "a.b.c",
+        "c",
+        "x.c",
+        "order.created",
+        "orderXcreated",
+        "x-y.z",
+        "",
+        "a.x.y.c",
+    ];
+    for p in patterns {
+        for k in keys {
+            let pg: bool = sqlx::query_scalar("SELECT $1 ~ $2")
+                .bind(k)
+                .bind(pattern::to_regex(p))
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+            assert_eq!(
+                pg,
+                pattern::matches(p, k),
+                "pattern {p:?} key {k:?} regex {}",
+                pattern::to_regex(p)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn queue_refuses_zero_prefetch_routes_and_reports_backlog() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let e = s.queue(QueueConfig::default().prefetch(0)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config);
+    let q = s
+        .queue(
+            QueueConfig::default()
+                .lease(Duration::from_secs(5))
+                .prefetch(2),
+        )
+        .unwrap();
+    let env = Envelope::builder("order.created", "t")
+        .aggregate("order", "1", 1)
+        .build();
+    let e = q
+        .publish(&OutgoingMessage::from_envelope(&env, "nobody.listens"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unroutable);
+    let e = q
+        .publish(&OutgoingMessage {
+            route: Route::Consumer("ghost".into()),
+            ..OutgoingMessage::from_envelope(&env, "x")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unroutable);
+    let mut sub = q.subscribe("inv", &["order.*", "#.created"]).await.unwrap();
+    q.publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    q.publish(&OutgoingMessage::from_envelope(&env, "order.updated"))
+        .await
+        .unwrap();
+    q.publish(&OutgoingMessage::from_envelope(&env, "order.deleted"))
+        .await
+        .unwrap();
+    let b = q.backlog("inv").await.unwrap();
+    assert_eq!(
+        (b.ready, b.unacked, b.delayed),
+        (3, 0, 0),
+        "one copy each, though two patterns match the first"
+    );
+    assert!(b.oldest_ready_age.is_some());
+    let d = sub.next(Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!(d.message().routing_key, "order.created");
+    let b = q.backlog("inv").await.unwrap();
+    assert_eq!((b.ready, b.unacked), (1, 2), "prefetch 2 leases two rows");
+    let plan = postroom_core::RetryPlan {
+        attempt: 1,
+        stage: 0,
+        stage_delay: Duration::from_secs(60),
+        delay: Duration::from_secs(60),
+        error_class: ErrorClass::Transient,
+        error_code: "x".into(),
+        error_message: "y".into(),
+    };
+    d.retry(&plan).await.map_err(|(e, _)| e).unwrap();
+    let b = q.backlog("inv").await.unwrap();
+    assert_eq!((b.ready, b.unacked, b.delayed), (1, 1, 1));
+}
+
+fn parked(i: usize, consumer: &str) -> ParkedMessage {
+    let now = chrono::Utc::now();
+    ParkedMessage {
+        message_id: MessageId::new(),
+        consumer: consumer.into(),
+        consumer_version: "1".into(),
+        message_type: if i.is_multiple_of(3) {
+            None
+        } else {
+            Some(format!("type.{}", i % 2))
+        },
+        schema_version: Some(1),
+        attempts: 1,
+        first_failure_at: now,
+        parked_at: now
+            - chrono::Duration::milliseconds(i as i64 * 1001)
+            - chrono::Duration::nanoseconds(i as i64 * 37),
+        error_class: [
+            ErrorClass::Transient,
+            ErrorClass::Permanent,
+            ErrorClass::Unknown,
+        ][i % 3],
+        error_code: format!("code{}", i % 4),
+        error_message: "e".into(),
+        correlation_id: None,
+        traceparent: None,
+        routing_key: "rk".into(),
+        producer: None,
+        headers: Default::default(),
+        body: vec![i as u8],
+        status: ParkedStatus::Parked,
+        redrive_count: 0,
+    }
+}
+
+#[tokio::test]
+async fn parking_filters_equal_the_reference_semantics() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let p = s.parking();
+    for i in 0..24 {
+        p.park(&parked(i, if i.is_multiple_of(2) { "c1" } else { "c2" }))
+            .await
+            .unwrap();
+    }
+    let all = p
+        .search(
+            &ParkingFilter {
+                include_redriven: true,
+                ..Default::default()
+            },
+            1000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 24);
+    // Redrive a few so that the status criterion matters.
+    let run = p
+        .create_redrive_run(
+            &ParkingFilter {
+                error_code: Some("code1".into()),
+                ..Default::default()
+            },
+            3,
+            "op",
+        )
+        .await
+        .unwrap();
+    for m in p.redrive_pending(&run.id, 10).await.unwrap() {
+        p.mark_redriven(&run.id, &m.consumer, m.message_id)
+            .await
+            .unwrap();
+    }
+    let all = p
+        .search(
+            &ParkingFilter {
+                include_redriven: true,
+                ..Default::default()
+            },
+            1000,
+        )
+        .await
+        .unwrap();
+    let mid = all[10].parked_at;
+    let filters = vec![
+        ParkingFilter::default(),
+        ParkingFilter {
+            include_redriven: true,
+            ..Default::default()
+        },
+        ParkingFilter {
+            message_type: Some("type.1".into()),
+            ..Default::default()
+        },
+        ParkingFilter {
+            error_class: Some(ErrorClass::Unknown),
+            consumer: Some("c1".into()),
+            ..Default::default()
+        },
+        ParkingFilter {
+            error_code: Some("code1".into()),
+            include_redriven: true,
+            ..Default::default()
+        },
+        ParkingFilter {
+            since: Some(mid),
+            ..Default::default()
+        },
+        ParkingFilter {
+            until: Some(mid),
+            ..Default::default()
+        },
+        ParkingFilter {
+            since: Some(mid + chrono::Duration::nanoseconds(1)),
+            ..Default::default()
+        },
+        ParkingFilter {
+            until: Some(mid + chrono::Duration::nanoseconds(1)),
+            ..Default::default()
+        },
+        ParkingFilter {
+            ids: vec![all[0].message_id, all[5].message_id, MessageId::new()],
+            ..Default::default()
+        },
+    ];
+    for f in filters {
+        let want: Vec<MessageId> = all
+            .iter()
+            .filter(|m| f.matches(m))
+            .map(|m| m.message_id)
+            .collect();
+        let got: Vec<MessageId> = p
+            .search(&f, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.message_id)
+            .collect();
+        assert_eq!(got, want, "{f:?}");
+        assert_eq!(p.count(&f).await.unwrap(), want.len() as u64, "{f:?}");
+    }
+    assert_eq!(
+        p.purge(mid).await.unwrap(),
+        10,
+        "the ten parked before the eleventh oldest"
+    );
+}
