@@ -1,0 +1,288 @@
+//! A small client of the RabbitMQ management HTTP API: what the topology reads and writes
+//! (exchanges, queues, bindings, policies). Policies exist only there, which is why the
+//! topology goes through it rather than through AMQP x-arguments.
+
+use postroom_core::{Error, ErrorKind, Result};
+use reqwest::{Method, StatusCode, Url};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// An exchange as the API shows it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ExchangeInfo {
+    /// Name (`""` is the default exchange).
+    pub name: String,
+    /// `topic`, `direct`, `fanout`, `headers`, `x-consistent-hash`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Survives a broker restart.
+    pub durable: bool,
+    /// Declared arguments.
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// A queue as the API shows it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct QueueInfo {
+    /// Name.
+    pub name: String,
+    /// `quorum`, `classic`, `stream`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// Survives a broker restart.
+    #[serde(default)]
+    pub durable: bool,
+    /// Declared arguments.
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+    /// Name of the policy applied, if any.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The definition in force (an object; older brokers send `[]` when empty).
+    #[serde(default)]
+    pub effective_policy_definition: Value,
+    /// Ready messages.
+    #[serde(default)]
+    pub messages_ready: Option<u64>,
+    /// Delivered, not yet settled.
+    #[serde(default)]
+    pub messages_unacknowledged: Option<u64>,
+    /// All messages.
+    #[serde(default)]
+    pub messages: Option<u64>,
+    /// Consumers attached.
+    #[serde(default)]
+    pub consumers: Option<u64>,
+}
+
+/// A binding.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct BindingInfo {
+    /// Source exchange (`""`: the default exchange).
+    pub source: String,
+    /// Destination queue or exchange.
+    pub destination: String,
+    /// `queue` or `exchange`.
+    pub destination_type: String,
+    /// Routing key.
+    pub routing_key: String,
+    /// The API's key for deleting this binding.
+    #[serde(default)]
+    pub properties_key: String,
+}
+
+/// A policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyInfo {
+    /// Name (unique per vhost).
+    pub name: String,
+    /// Regex over queue names.
+    pub pattern: String,
+    /// `queues`, `quorum_queues`, `exchanges`, `all`.
+    #[serde(rename = "apply-to")]
+    pub apply_to: String,
+    /// Keys such as `message-ttl`, `dead-letter-exchange`, `delivery-limit`.
+    pub definition: Map<String, Value>,
+    /// Highest priority wins; policies never merge.
+    pub priority: i64,
+}
+
+/// The management API of one vhost.
+#[derive(Clone, Debug)]
+pub struct ManagementApi {
+    client: reqwest::Client,
+    base: Url,
+    user: String,
+    password: String,
+    vhost: String,
+}
+
+/// Percent-encode one path segment (the vhost `/` becomes `%2F`).
+#[must_use]
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl ManagementApi {
+    /// A client for `url` (`http://user:password@host:15672`) and `vhost`.
+    pub fn new(url: &str, vhost: &str) -> Result<Self> {
+        let mut base = Url::parse(url).map_err(|e| Error::new(ErrorKind::Config, format!("management API URL {url:?}: {e}")))?;
+        let user = if base.username().is_empty() { "guest".to_string() } else { base.username().to_string() };
+        let password = base.password().unwrap_or("guest").to_string();
+        let _ = base.set_username("");
+        let _ = base.set_password(None);
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(15))
+            .build()
+            .map_err(|e| Error::new(ErrorKind::Config, "building the HTTP client").with_source(e))?;
+        Ok(Self { client, base, user, password, vhost: vhost.to_string() })
+    }
+
+    /// The vhost.
+    #[must_use]
+    pub fn vhost(&self) -> &str {
+        &self.vhost
+    }
+
+    fn url(&self, path: &str) -> Result<Url> {
+        self.base.join(path).map_err(|e| Error::new(ErrorKind::Config, format!("bad API path {path}: {e}")))
+    }
+
+    fn v(&self) -> String {
+        encode_segment(&self.vhost)
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Option<Value>> {
+        let mut req = self.client.request(method.clone(), self.url(path)?).basic_auth(&self.user, Some(&self.password));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.map_err(|e| {
+            let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Connection };
+            Error::new(kind, format!("management API {method} {path}")).with_source(e)
+        })?;
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let text = resp.text().await.map_err(|e| Error::new(ErrorKind::Connection, "reading API response").with_source(e))?;
+        if !status.is_success() {
+            let kind = match status.as_u16() {
+                401 | 403 | 400 => ErrorKind::Config,
+                408 | 504 => ErrorKind::Timeout,
+                _ => ErrorKind::Io,
+            };
+            return Err(Error::new(kind, format!("management API {method} {path}: {status}: {text}")));
+        }
+        if text.trim().is_empty() {
+            return Ok(Some(Value::Null));
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| Error::new(ErrorKind::InvalidData, format!("management API {path}: bad JSON")).with_source(e))
+    }
+
+    async fn list<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<Vec<T>> {
+        let v = self.call(Method::GET, path, None).await?.unwrap_or(Value::Array(Vec::new()));
+        serde_json::from_value(v).map_err(|e| Error::new(ErrorKind::InvalidData, format!("management API {path}")).with_source(e))
+    }
+
+    /// Exchanges of the vhost.
+    pub async fn exchanges(&self) -> Result<Vec<ExchangeInfo>> {
+        self.list(&format!("api/exchanges/{}", self.v())).await
+    }
+
+    /// Queues of the vhost.
+    pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        self.list(&format!("api/queues/{}", self.v())).await
+    }
+
+    /// One queue; `None` when it does not exist.
+    pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
+        match self.call(Method::GET, &format!("api/queues/{}/{}", self.v(), encode_segment(name)), None).await? {
+            None => Ok(None),
+            Some(v) => serde_json::from_value(v)
+                .map(Some)
+                .map_err(|e| Error::new(ErrorKind::InvalidData, format!("queue {name}")).with_source(e)),
+        }
+    }
+
+    /// Bindings of the vhost.
+    pub async fn bindings(&self) -> Result<Vec<BindingInfo>> {
+        self.list(&format!("api/bindings/{}", self.v())).await
+    }
+
+    /// Policies of the vhost.
+    pub async fn policies(&self) -> Result<Vec<PolicyInfo>> {
+        self.list(&format!("api/policies/{}", self.v())).await
+    }
+
+    /// Create or replace a policy.
+    pub async fn put_policy(&self, p: &PolicyInfo) -> Result<()> {
+        let body = json!({"pattern": p.pattern, "apply-to": p.apply_to, "definition": p.definition, "priority": p.priority});
+        self.call(Method::PUT, &format!("api/policies/{}/{}", self.v(), encode_segment(&p.name)), Some(body)).await?;
+        Ok(())
+    }
+
+    /// Delete a policy (absent is fine).
+    pub async fn delete_policy(&self, name: &str) -> Result<()> {
+        self.call(Method::DELETE, &format!("api/policies/{}/{}", self.v(), encode_segment(name)), None).await?;
+        Ok(())
+    }
+
+    /// Declare a durable exchange.
+    pub async fn declare_exchange(&self, name: &str, kind: &str, arguments: Map<String, Value>) -> Result<()> {
+        let body = json!({"type": kind, "durable": true, "auto_delete": false, "internal": false, "arguments": arguments});
+        self.call(Method::PUT, &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)), Some(body)).await?;
+        Ok(())
+    }
+
+    /// Declare a durable queue.
+    pub async fn declare_queue(&self, name: &str, arguments: Map<String, Value>) -> Result<()> {
+        let body = json!({"durable": true, "auto_delete": false, "arguments": arguments});
+        self.call(Method::PUT, &format!("api/queues/{}/{}", self.v(), encode_segment(name)), Some(body)).await?;
+        Ok(())
+    }
+
+    /// Bind `destination` (a queue, or an exchange when `to_exchange`) to `source` with `key`.
+    pub async fn bind(&self, source: &str, destination: &str, to_exchange: bool, key: &str) -> Result<()> {
+        let kind = if to_exchange { "e" } else { "q" };
+        let path = format!("api/bindings/{}/e/{}/{kind}/{}", self.v(), encode_segment(source), encode_segment(destination));
+        self.call(Method::POST, &path, Some(json!({"routing_key": key, "arguments": {}}))).await?;
+        Ok(())
+    }
+
+    /// Delete a binding.
+    pub async fn unbind(&self, b: &BindingInfo) -> Result<()> {
+        let kind = if b.destination_type == "exchange" { "e" } else { "q" };
+        let path = format!(
+            "api/bindings/{}/e/{}/{kind}/{}/{}",
+            self.v(),
+            encode_segment(&b.source),
+            encode_segment(&b.destination),
+            encode_segment(&b.properties_key)
+        );
+        self.call(Method::DELETE, &path, None).await?;
+        Ok(())
+    }
+
+    /// Delete a queue (absent is fine).
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        self.call(Method::DELETE, &format!("api/queues/{}/{}", self.v(), encode_segment(name)), None).await?;
+        Ok(())
+    }
+
+    /// Delete an exchange (absent is fine).
+    pub async fn delete_exchange(&self, name: &str) -> Result<()> {
+        self.call(Method::DELETE, &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)), None).await?;
+        Ok(())
+    }
+
+    /// Delete every queue, exchange and policy whose name starts with `prefix` (test cleanup,
+    /// decommissioning a workload). Returns how many objects were deleted.
+    pub async fn delete_everything_named(&self, prefix: &str) -> Result<usize> {
+        let mut n = 0;
+        for p in self.policies().await?.into_iter().filter(|p| p.name.starts_with(prefix) || p.name.starts_with(&format!("postroom:{prefix}"))) {
+            self.delete_policy(&p.name).await?;
+            n += 1;
+        }
+        for q in self.queues().await?.into_iter().filter(|q| q.name.starts_with(prefix)) {
+            self.delete_queue(&q.name).await?;
+            n += 1;
+        }
+        for e in self.exchanges().await?.into_iter().filter(|e| e.name.starts_with(prefix)) {
+            self.delete_exchange(&e.name).await?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}

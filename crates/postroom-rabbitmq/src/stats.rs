@@ -1,0 +1,71 @@
+//! Counters of one broker link, for tests and reports (metrics go through `metrics`, with the
+//! names in `postroom_core::metrics`).
+
+use postroom_core::metrics as m;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The `transport` label value.
+pub const TRANSPORT: &str = "rabbitmq";
+
+/// Counters of one [`Broker`](crate::Broker).
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    reconnects: AtomicU64,
+    channel_rebuilds: AtomicU64,
+    cancellations: AtomicU64,
+    unroutable: AtomicU64,
+    nacked: AtomicU64,
+}
+
+impl LinkStats {
+    /// A new connection was made after the first one.
+    pub fn record_reconnect(&self) {
+        self.reconnects.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(m::RECONNECTS, "transport" => TRANSPORT, "level" => "connection").increment(1);
+    }
+    /// A consumer channel was closed and opened again.
+    pub fn record_channel_rebuild(&self) {
+        self.channel_rebuilds.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(m::RECONNECTS, "transport" => TRANSPORT, "level" => "channel").increment(1);
+    }
+    /// The broker cancelled a consumer (queue deleted, node down).
+    pub fn record_cancellation(&self) {
+        self.cancellations.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(m::CANCELLATIONS, "transport" => TRANSPORT).increment(1);
+    }
+    /// A publish came back with basic.return.
+    pub fn record_unroutable(&self) {
+        self.unroutable.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(m::UNROUTABLE, "transport" => TRANSPORT).increment(1);
+    }
+    /// A publish was nacked.
+    pub fn record_nack(&self) {
+        self.nacked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connection reconnects so far.
+    #[must_use]
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
+    }
+    /// Consumer channel rebuilds so far.
+    #[must_use]
+    pub fn channel_rebuilds(&self) -> u64 {
+        self.channel_rebuilds.load(Ordering::Relaxed)
+    }
+    /// Consumer cancellations so far.
+    #[must_use]
+    pub fn cancellations(&self) -> u64 {
+        self.cancellations.load(Ordering::Relaxed)
+    }
+    /// Returned publishes so far.
+    #[must_use]
+    pub fn unroutable(&self) -> u64 {
+        self.unroutable.load(Ordering::Relaxed)
+    }
+    /// Nacked publishes so far.
+    #[must_use]
+    pub fn nacked(&self) -> u64 {
+        self.nacked.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,187 @@
+//! The desired state of a workload's topology, computed from its [`TopologyConfig`].
+
+use crate::config::{RetryStyle, TopologyConfig};
+use crate::management::PolicyInfo;
+use crate::naming::{ConsumerNames, PARKING_KEY};
+use serde_json::{Map, Value, json};
+
+/// An exchange postroom wants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExchangeSpec {
+    /// Name.
+    pub name: String,
+    /// `topic` or `direct`.
+    pub kind: String,
+}
+
+/// A queue postroom wants. Its only argument is `x-queue-type`; the rest comes from policies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSpec {
+    /// Name.
+    pub name: String,
+    /// Declared arguments.
+    pub arguments: Map<String, Value>,
+}
+
+/// A binding postroom wants.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BindingSpec {
+    /// Source exchange.
+    pub source: String,
+    /// Destination queue.
+    pub queue: String,
+    /// Routing key.
+    pub key: String,
+}
+
+/// Everything a workload needs on the broker.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DesiredTopology {
+    /// Exchanges.
+    pub exchanges: Vec<ExchangeSpec>,
+    /// Queues.
+    pub queues: Vec<QueueSpec>,
+    /// Bindings.
+    pub bindings: Vec<BindingSpec>,
+    /// Policies (TTL, dead-lettering, overflow, delivery limit).
+    pub policies: Vec<PolicyInfo>,
+}
+
+/// The policy name postroom gives to the policy of `queue`.
+#[must_use]
+pub fn policy_name(queue: &str) -> String {
+    format!("postroom:{queue}")
+}
+
+/// A regex matching exactly `name`.
+#[must_use]
+pub fn exact_pattern(name: &str) -> String {
+    let mut p = String::from("^");
+    for c in name.chars() {
+        if "\\.^$|?*+()[]{}".contains(c) {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('$');
+    p
+}
+
+fn policy(cfg: &TopologyConfig, queue: &str, definition: Value) -> PolicyInfo {
+    let Value::Object(definition) = definition else { unreachable!("policy definitions are objects") };
+    PolicyInfo {
+        name: policy_name(queue),
+        pattern: exact_pattern(queue),
+        apply_to: "quorum_queues".into(),
+        definition,
+        priority: cfg.policy_priority,
+    }
+}
+
+/// The retry stages that exist for `cfg`: every ladder stage for ack+publish, the first
+/// (the fixed loop delay) for reject+DLX.
+#[must_use]
+pub fn stages(cfg: &TopologyConfig) -> Vec<std::time::Duration> {
+    match cfg.retry_style {
+        RetryStyle::AckPublish => {
+            let mut v: Vec<_> = cfg.ladder.delays().to_vec();
+            v.dedup();
+            v
+        }
+        RetryStyle::RejectDlx => vec![cfg.ladder.delay(0)],
+    }
+}
+
+impl DesiredTopology {
+    /// The desired state for `cfg`.
+    #[must_use]
+    pub fn of(cfg: &TopologyConfig) -> Self {
+        let mut d = DesiredTopology::default();
+        let quorum = || {
+            let mut m = Map::new();
+            m.insert("x-queue-type".into(), Value::String(cfg.queue_type.as_str().into()));
+            m
+        };
+        d.exchanges.push(ExchangeSpec { name: cfg.exchange.clone(), kind: "topic".into() });
+        for c in &cfg.consumers {
+            let n = ConsumerNames::new(&cfg.prefix, &c.name);
+            d.exchanges.push(ExchangeSpec { name: n.retry_exchange.clone(), kind: "direct".into() });
+            d.exchanges.push(ExchangeSpec { name: n.dlx_exchange.clone(), kind: "direct".into() });
+            d.queues.push(QueueSpec { name: n.work_queue.clone(), arguments: quorum() });
+            for key in &c.bindings {
+                d.bindings.push(BindingSpec { source: cfg.exchange.clone(), queue: n.work_queue.clone(), key: key.clone() });
+            }
+            d.bindings.push(BindingSpec { source: n.retry_exchange.clone(), queue: n.work_queue.clone(), key: n.return_key().into() });
+            let (dlx, dlk) = match cfg.retry_style {
+                RetryStyle::AckPublish => (n.dlx_exchange.clone(), PARKING_KEY.to_string()),
+                RetryStyle::RejectDlx => (n.retry_exchange.clone(), ConsumerNames::stage_key(cfg.ladder.delay(0))),
+            };
+            d.policies.push(policy(
+                cfg,
+                &n.work_queue,
+                json!({
+                    "dead-letter-exchange": dlx,
+                    "dead-letter-routing-key": dlk,
+                    "dead-letter-strategy": "at-least-once",
+                    "overflow": "reject-publish",
+                    "delivery-limit": cfg.delivery_limit,
+                }),
+            ));
+            for delay in stages(cfg) {
+                let q = n.retry_queue(delay);
+                d.queues.push(QueueSpec { name: q.clone(), arguments: quorum() });
+                d.bindings.push(BindingSpec { source: n.retry_exchange.clone(), queue: q.clone(), key: ConsumerNames::stage_key(delay) });
+                d.policies.push(policy(
+                    cfg,
+                    &q,
+                    json!({
+                        "message-ttl": u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "dead-letter-exchange": n.retry_exchange,
+                        "dead-letter-routing-key": n.return_key(),
+                        "dead-letter-strategy": "at-least-once",
+                        "overflow": "reject-publish",
+                    }),
+                ));
+            }
+            d.queues.push(QueueSpec { name: n.parking_queue.clone(), arguments: quorum() });
+            d.bindings.push(BindingSpec { source: n.dlx_exchange.clone(), queue: n.parking_queue.clone(), key: PARKING_KEY.into() });
+            d.policies.push(policy(cfg, &n.parking_queue, json!({"overflow": "reject-publish"})));
+        }
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_topology_with_policies_not_arguments() {
+        let cfg = TopologyConfig { prefix: "inventory".into(), ..TopologyConfig::default() }.with_consumer("orders", &["order.created"]);
+        let d = DesiredTopology::of(&cfg);
+        let names: Vec<_> = d.queues.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["inventory.orders", "inventory.orders.retry.5s", "inventory.orders.retry.30s", "inventory.orders.retry.5m", "inventory.orders.parking"]
+        );
+        assert!(d.queues.iter().all(|q| q.arguments.len() == 1 && q.arguments["x-queue-type"] == "quorum"));
+        let p5 = d.policies.iter().find(|p| p.name == "postroom:inventory.orders.retry.5s").unwrap();
+        assert_eq!(p5.pattern, "^inventory\\.orders\\.retry\\.5s$");
+        assert_eq!(p5.definition["message-ttl"], 5000);
+        assert_eq!(p5.definition["dead-letter-routing-key"], "inventory.orders");
+        let main = d.policies.iter().find(|p| p.name == "postroom:inventory.orders").unwrap();
+        assert_eq!(main.definition["delivery-limit"], 8);
+        assert_eq!(main.definition["dead-letter-strategy"], "at-least-once");
+        assert_eq!(main.definition["overflow"], "reject-publish");
+    }
+
+    #[test]
+    fn reject_dlx_loops_through_the_first_stage() {
+        let cfg = TopologyConfig { retry_style: RetryStyle::RejectDlx, ..TopologyConfig::default() }.with_consumer("c", &["k"]);
+        let d = DesiredTopology::of(&cfg);
+        assert_eq!(d.queues.iter().filter(|q| q.name.contains(".retry.")).count(), 1);
+        let main = d.policies.iter().find(|p| p.name == "postroom:c").unwrap();
+        assert_eq!(main.definition["dead-letter-exchange"], "c.retry");
+        assert_eq!(main.definition["dead-letter-routing-key"], "5s");
+    }
+}

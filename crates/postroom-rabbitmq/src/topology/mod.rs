@@ -1,0 +1,162 @@
+//! The RabbitMQ topology of a workload (R10): exchanges, quorum queues, bindings and the
+//! policies that carry TTL, dead-lettering, overflow and delivery limit.
+//!
+//! [`Topology::plan`] reads the broker through the management API and lists the changes that
+//! would bring it to the configuration (empty when it is up to date); [`Topology::apply`]
+//! makes them. Queues are declared with `x-queue-type` only: everything else is a policy, so
+//! an operator can change a delay or a limit without deleting a queue.
+
+pub mod amqp;
+pub mod change;
+pub mod desired;
+
+pub use change::Change;
+pub use desired::DesiredTopology;
+
+use crate::config::TopologyConfig;
+use crate::management::ManagementApi;
+use crate::naming::ConsumerNames;
+use desired::policy_name;
+use postroom_core::{Error, ErrorKind, Result};
+use std::collections::BTreeSet;
+
+/// A workload's topology and the management API it is applied through.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    config: TopologyConfig,
+    api: ManagementApi,
+}
+
+impl Topology {
+    /// A topology for `config`, read and written through `api`.
+    pub fn new(config: TopologyConfig, api: ManagementApi) -> Result<Self> {
+        config.validate()?;
+        Ok(Self { config, api })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &TopologyConfig {
+        &self.config
+    }
+
+    /// The management API client.
+    #[must_use]
+    pub fn api(&self) -> &ManagementApi {
+        &self.api
+    }
+
+    /// The desired state.
+    #[must_use]
+    pub fn desired(&self) -> DesiredTopology {
+        DesiredTopology::of(&self.config)
+    }
+
+    /// The names of one consumer's queues and exchanges.
+    #[must_use]
+    pub fn names(&self, consumer: &str) -> ConsumerNames {
+        self.config.names(consumer)
+    }
+
+    /// What `apply` would change; empty on an up-to-date broker.
+    pub async fn plan(&self) -> Result<Vec<Change>> {
+        let (exchanges, queues, bindings, policies) =
+            tokio::try_join!(self.api.exchanges(), self.api.queues(), self.api.bindings(), self.api.policies())?;
+        let d = self.desired();
+        let mut changes = Vec::new();
+
+        for p in &d.policies {
+            let same = policies.iter().any(|a| {
+                a.name == p.name && a.pattern == p.pattern && a.apply_to == p.apply_to && a.definition == p.definition && a.priority == p.priority
+            });
+            if !same {
+                changes.push(Change::SetPolicy(p.clone()));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for e in d.exchanges.iter().filter(|e| seen.insert(e.name.clone())) {
+            match exchanges.iter().find(|a| a.name == e.name) {
+                None => changes.push(Change::CreateExchange(e.clone())),
+                Some(a) if a.kind != e.kind || !a.durable => changes.push(Change::ExchangeConflict {
+                    name: e.name.clone(),
+                    want: format!("durable {}", e.kind),
+                    have: format!("{}{}", if a.durable { "durable " } else { "transient " }, a.kind),
+                }),
+                Some(_) => {}
+            }
+        }
+        for q in &d.queues {
+            match queues.iter().find(|a| a.name == q.name) {
+                None => changes.push(Change::CreateQueue(q.clone())),
+                Some(a) if a.kind != self.config.queue_type.as_str() || a.arguments != q.arguments || !a.durable => {
+                    changes.push(Change::QueueConflict {
+                        name: q.name.clone(),
+                        want: format!("durable {} queue with arguments {}", self.config.queue_type.as_str(), serde_json::Value::Object(q.arguments.clone())),
+                        have: format!("{} queue with arguments {}", a.kind, serde_json::Value::Object(a.arguments.clone())),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        for b in &d.bindings {
+            let present = bindings
+                .iter()
+                .any(|a| a.source == b.source && a.destination == b.queue && a.destination_type == "queue" && a.routing_key == b.key);
+            if !present {
+                changes.push(Change::CreateBinding(b.clone()));
+            }
+        }
+        let managed_queues: BTreeSet<&str> = d.queues.iter().map(|q| q.name.as_str()).collect();
+        let managed_sources: BTreeSet<&str> = d.exchanges.iter().map(|e| e.name.as_str()).collect();
+        for a in &bindings {
+            let ours = a.destination_type == "queue"
+                && managed_queues.contains(a.destination.as_str())
+                && managed_sources.contains(a.source.as_str());
+            let wanted = d.bindings.iter().any(|b| b.source == a.source && b.queue == a.destination && b.key == a.routing_key);
+            if ours && !wanted {
+                changes.push(Change::RemoveBinding(a.clone()));
+            }
+        }
+        let wanted_policies: BTreeSet<&str> = d.policies.iter().map(|p| p.name.as_str()).collect();
+        for c in &self.config.consumers {
+            let n = self.names(&c.name);
+            let own = policy_name(&n.work_queue);
+            for p in &policies {
+                let mine = p.name == own || p.name.starts_with(&format!("{own}."));
+                if mine && !wanted_policies.contains(p.name.as_str()) {
+                    changes.push(Change::RemovePolicy(p.name.clone()));
+                }
+            }
+            let stage_prefix = format!("{}.retry.", n.work_queue);
+            for q in &queues {
+                if q.name.starts_with(&stage_prefix) && !managed_queues.contains(q.name.as_str()) {
+                    changes.push(Change::StaleQueue(q.name.clone()));
+                }
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Bring the broker to the configuration. Refuses (changing nothing) when the plan holds a
+    /// conflict that cannot be fixed in place. Returns the changes made.
+    pub async fn apply(&self) -> Result<Vec<Change>> {
+        let plan = self.plan().await?;
+        let conflicts: Vec<String> = plan.iter().filter(|c| c.is_conflict()).map(ToString::to_string).collect();
+        if !conflicts.is_empty() {
+            return Err(Error::new(ErrorKind::Config, format!("topology conflicts, nothing changed: {}", conflicts.join("; "))));
+        }
+        for change in &plan {
+            match change {
+                Change::SetPolicy(p) => self.api.put_policy(p).await?,
+                Change::CreateExchange(e) => self.api.declare_exchange(&e.name, &e.kind, serde_json::Map::new()).await?,
+                Change::CreateQueue(q) => self.api.declare_queue(&q.name, q.arguments.clone()).await?,
+                Change::CreateBinding(b) => self.api.bind(&b.source, &b.queue, false, &b.key).await?,
+                Change::RemoveBinding(b) => self.api.unbind(b).await?,
+                Change::RemovePolicy(name) => self.api.delete_policy(name).await?,
+                Change::StaleQueue(_) | Change::ExchangeConflict { .. } | Change::QueueConflict { .. } => {}
+            }
+            tracing::info!(%change, "topology change applied");
+        }
+        Ok(plan)
+    }
+}
