@@ -33,6 +33,7 @@
 
 pub mod error;
 pub mod inbox;
+pub mod inbox_queue;
 pub mod migrate;
 pub mod outbox;
 pub mod parking;
@@ -40,6 +41,7 @@ pub mod queue;
 pub mod schema;
 
 pub use error::{commit, kind_of, map as map_error};
+pub use inbox_queue::{InboxQueue, InboxQueueConfig, OrderedMode};
 pub use migrate::migrate;
 pub use outbox::PgOutbox;
 pub use parking::PgParking;

@@ -1,0 +1,340 @@
+//! Inbox-queue mode (R6): persist-then-ack ingest, N workers in parallel, retries with the
+//! error recorded, parking, and ordered processing across a gap.
+
+mod support;
+
+use postroom_core::consumer::ConsumerConfig;
+use postroom_core::{
+    Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
+    OutgoingMessage, ParkingFilter, ParkingStore, Publisher, ReceivedMessage, RetryLadder,
+    RetryPolicy, async_trait,
+};
+use postroom_postgres::{
+    InboxQueue, InboxQueueConfig, OrderedMode, PgStore, QueueConfig, TablePrefix,
+};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::TestDb;
+use tokio::sync::watch;
+
+/// One handler call: id, aggregate id, version, attempt, when.
+type Call = (MessageId, String, u64, u32, Instant);
+
+#[derive(Default)]
+struct Recorder {
+    sleep: Duration,
+    fail: AtomicBool,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    calls: Mutex<Vec<Call>>,
+}
+
+#[async_trait]
+impl Handler for Recorder {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        let e = &m.envelope;
+        self.calls.lock().unwrap().push((
+            e.id,
+            e.aggregate.id.clone(),
+            e.aggregate.version,
+            m.attempt,
+            Instant::now(),
+        ));
+        tokio::time::sleep(self.sleep).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(HandlerError::transient("dependency_down", "injected"));
+        }
+        Ok(Handled::Applied)
+    }
+}
+
+impl Recorder {
+    fn versions_of(&self, agg: &str) -> Vec<u64> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.1 == agg)
+            .map(|c| c.2)
+            .collect()
+    }
+    fn count(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+async fn setup(
+    consumer: &str,
+    tweak: impl FnOnce(&mut InboxQueueConfig),
+) -> (TestDb, PgStore, InboxQueue) {
+    let db = TestDb::create().await;
+    let store = PgStore::from_pool(db.pool(12).await, TablePrefix::default());
+    store.migrate().await.unwrap();
+    let mut cc = ConsumerConfig::new(
+        consumer,
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cc.handler_timeout = Duration::from_secs(5);
+    cc.retry = RetryPolicy {
+        jitter: 0.0,
+        ..RetryPolicy::with_ladder(
+            RetryLadder::new(vec![Duration::from_millis(200), Duration::from_millis(300)]).unwrap(),
+        )
+    };
+    let mut cfg = InboxQueueConfig::new(cc);
+    cfg.lease = Duration::from_secs(10);
+    cfg.poll_interval = Duration::from_millis(20);
+    tweak(&mut cfg);
+    let iq = InboxQueue::new(store.pool().clone(), store.prefix().clone(), cfg).unwrap();
+    (db, store, iq)
+}
+
+fn received(agg: &str, v: u64) -> ReceivedMessage {
+    let env = Envelope::builder("order.created", "test")
+        .aggregate("order", agg, v)
+        .build();
+    let m = OutgoingMessage::from_envelope(&env, "orders");
+    ReceivedMessage {
+        id: Some(m.id),
+        routing_key: "orders".into(),
+        headers: m.headers,
+        body: m.body,
+        redelivered: false,
+    }
+}
+
+async fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_in_parallel_beyond_the_subscription() {
+    let (_db, store, iq) = setup("par", |c| c.workers = 8).await;
+    // Persist-then-ack from a PgQueue subscription with prefetch 1.
+    let queue = store
+        .queue(
+            QueueConfig::default()
+                .prefetch(1)
+                .poll_interval(Duration::from_millis(10)),
+        )
+        .unwrap();
+    let sub = queue.subscribe("par", &["orders"]).await.unwrap();
+    for i in 0..40 {
+        let env = Envelope::builder("order.created", "test")
+            .aggregate("order", format!("p{i}"), 1)
+            .build();
+        queue
+            .publish(&OutgoingMessage::from_envelope(&env, "orders"))
+            .await
+            .unwrap();
+    }
+    let (stop, rx) = watch::channel(false);
+    let ingest = {
+        let (iq, rx) = (iq.clone(), rx.clone());
+        tokio::spawn(async move { iq.ingest(sub, rx).await })
+    };
+    let h = Arc::new(Recorder {
+        sleep: Duration::from_millis(200),
+        ..Recorder::default()
+    });
+    let workers = {
+        let (iq, h) = (iq.clone(), h.clone());
+        tokio::spawn(async move { iq.run_workers(h, rx).await })
+    };
+    assert!(
+        wait_for(Duration::from_secs(30), || h.count() >= 40).await,
+        "all 40 handled"
+    );
+    assert!(
+        wait_for(Duration::from_secs(5), || h.running.load(Ordering::SeqCst)
+            == 0)
+        .await
+    );
+    let _ = stop.send(true);
+    ingest.await.unwrap();
+    workers.await.unwrap();
+    let max = h.max_running.load(Ordering::SeqCst);
+    assert!(
+        max >= 6,
+        "handlers overlapped: at most {max} ran at once with 8 workers"
+    );
+    assert_eq!(h.count(), 40, "each message handled once");
+    assert_eq!(iq.pending().await.unwrap(), 0);
+    use postroom_core::BacklogProbe as _;
+    let b = queue.backlog("par").await.unwrap();
+    assert_eq!(
+        b.ready + b.unacked,
+        0,
+        "every delivery acked after it was stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_mode_processes_in_sequence_across_a_gap() {
+    let (_db, _store, iq) = setup("ord", |c| {
+        c.workers = 4;
+        c.ordered = Some(OrderedMode {
+            gap_wait: Duration::from_secs(20),
+            recheck: Duration::from_millis(30),
+        });
+    })
+    .await;
+    let k: Vec<ReceivedMessage> = (1..=5).map(|v| received("k", v)).collect();
+    for v in [0, 1, 3, 4] {
+        assert!(iq.store(&k[v]).await.unwrap());
+    }
+    for v in 1..=3 {
+        iq.store(&received("l", v)).await.unwrap();
+    }
+    assert!(
+        !iq.store(&k[0]).await.unwrap(),
+        "a duplicate is not stored twice"
+    );
+    let h = Arc::new(Recorder {
+        sleep: Duration::from_millis(20),
+        ..Recorder::default()
+    });
+    let (stop, rx) = watch::channel(false);
+    let workers = {
+        let (iq, h) = (iq.clone(), h.clone());
+        tokio::spawn(async move { iq.run_workers(h, rx).await })
+    };
+    assert!(
+        wait_for(Duration::from_secs(10), || h.versions_of("k").len() == 2
+            && h.versions_of("l").len() == 3)
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        h.versions_of("k"),
+        vec![1, 2],
+        "4 and 5 wait for the missing 3"
+    );
+    iq.store(&k[2]).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || h.versions_of("k").len() == 5).await,
+        "the gap filled"
+    );
+    let _ = stop.send(true);
+    workers.await.unwrap();
+    assert_eq!(h.versions_of("k"), vec![1, 2, 3, 4, 5]);
+    assert_eq!(h.versions_of("l"), vec![1, 2, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_that_never_fills_parks_the_waiting_message() {
+    let (_db, store, iq) = setup("gap", |c| {
+        c.workers = 2;
+        c.ordered = Some(OrderedMode {
+            gap_wait: Duration::from_millis(400),
+            recheck: Duration::from_millis(30),
+        });
+    })
+    .await;
+    let three = received("g", 3);
+    iq.store(&received("g", 1)).await.unwrap();
+    iq.store(&three).await.unwrap();
+    let h = Arc::new(Recorder::default());
+    let (stop, rx) = watch::channel(false);
+    let workers = {
+        let (iq, h) = (iq.clone(), h.clone());
+        tokio::spawn(async move { iq.run_workers(h, rx).await })
+    };
+    let parking = store.parking();
+    let f = ParkingFilter {
+        consumer: Some("gap".into()),
+        ..ParkingFilter::default()
+    };
+    let started = Instant::now();
+    let mut parked = Vec::new();
+    while parked.is_empty() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        parked = parking.search(&f, 10).await.unwrap();
+    }
+    let _ = stop.send(true);
+    workers.await.unwrap();
+    assert_eq!(parked.len(), 1);
+    assert_eq!(parked[0].message_id, three.id.unwrap());
+    assert_eq!(parked[0].error_code, "version_gap");
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "waited the bounded time first"
+    );
+    assert_eq!(h.versions_of("g"), vec![1], "3 never reached the handler");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rearms() {
+    let (_db, store, iq) = setup("fail", |c| c.workers = 2).await;
+    let msg = received("f", 1);
+    iq.store(&msg).await.unwrap();
+    let h = Arc::new(Recorder::default());
+    h.fail.store(true, Ordering::SeqCst);
+    let (stop, rx) = watch::channel(false);
+    let workers = {
+        let (iq, h) = (iq.clone(), h.clone());
+        tokio::spawn(async move { iq.run_workers(h, rx).await })
+    };
+    assert!(wait_for(Duration::from_secs(5), || h.count() >= 1).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let err: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM postroom_inbox_queue WHERE message_id = $1")
+            .bind(msg.id.unwrap().as_uuid())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert!(
+        err.unwrap_or_default().contains("dependency_down"),
+        "the failure is recorded with its error"
+    );
+    let parking = store.parking();
+    let f = ParkingFilter {
+        consumer: Some("fail".into()),
+        ..ParkingFilter::default()
+    };
+    let started = Instant::now();
+    while parking.count(&f).await.unwrap() == 0 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let parked = parking.search(&f, 10).await.unwrap();
+    assert_eq!(parked.len(), 1, "parked once the budget is spent");
+    assert_eq!(parked[0].attempts, 3);
+    let calls = h.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.iter().map(|c| c.3).collect::<Vec<_>>(),
+        vec![0, 1, 2],
+        "one call per attempt"
+    );
+    assert!(calls[1].4 - calls[0].4 >= Duration::from_millis(200));
+    assert!(calls[2].4 - calls[1].4 >= Duration::from_millis(300));
+    // A redrive brings the same id back: the parked row is re-armed with a fresh budget.
+    h.fail.store(false, Ordering::SeqCst);
+    let again = ReceivedMessage {
+        headers: postroom_core::redrive::redrive_message(&parked[0]).headers,
+        ..msg.clone()
+    };
+    assert!(iq.store(&again).await.unwrap());
+    assert!(wait_for(Duration::from_secs(5), || h.count() == 4).await);
+    let started = Instant::now();
+    while iq.pending().await.unwrap() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the redriven message is marked done"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(true);
+    workers.await.unwrap();
+    assert_eq!(h.calls.lock().unwrap()[3].3, 0, "fresh budget");
+}
