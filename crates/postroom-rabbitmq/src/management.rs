@@ -72,7 +72,8 @@ pub struct BindingInfo {
     pub properties_key: String,
 }
 
-/// A policy.
+/// A policy. postroom applies its policies to `queues` (exact-name patterns), which every
+/// RabbitMQ version accepts; `quorum_queues` exists only from 3.12 on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyInfo {
     /// Name (unique per vhost).

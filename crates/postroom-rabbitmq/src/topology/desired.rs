@@ -72,7 +72,7 @@ fn policy(cfg: &TopologyConfig, queue: &str, definition: Value) -> PolicyInfo {
     PolicyInfo {
         name: policy_name(queue),
         pattern: exact_pattern(queue),
-        apply_to: "quorum_queues".into(),
+        apply_to: "queues".into(),
         definition,
         priority: cfg.policy_priority,
     }

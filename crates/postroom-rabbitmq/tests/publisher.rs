@@ -1,0 +1,92 @@
+//! The confirming publisher against the real broker: a basic.return is a failure even
+//! though a positive confirm follows; a nack is a failure; a pipelined batch gets one
+//! result per message, each its own.
+
+mod common;
+
+use common::TestRabbit;
+use postroom_core::{ErrorKind, MessageId, OutgoingMessage, Publisher, Route};
+use postroom_rabbitmq::management::PolicyInfo;
+use std::time::Instant;
+
+fn msg(topic: &str, n: usize) -> OutgoingMessage {
+    OutgoingMessage { id: MessageId::new(), route: Route::Topic(topic.into()), headers: Default::default(), body: format!("{{\"n\":{n}}}").into_bytes() }
+}
+
+#[tokio::test]
+async fn unroutable_mandatory_publish_is_an_unroutable_error() {
+    let t = TestRabbit::new("1s").await;
+    t.add_consumer("pub", &["routed"]).await;
+    let p = t.publisher();
+    p.publish(&msg("routed", 0)).await.expect("a routed message is confirmed");
+    let err = p.publish(&msg("nobody.listens", 1)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unroutable, "{err}");
+    assert!(err.is_transient());
+    assert_eq!(t.broker.stats().unroutable(), 1);
+    // The channel is still good after a return.
+    p.publish(&msg("routed", 2)).await.unwrap();
+    // A redrive route to a consumer that does not exist is returned too.
+    let redrive = OutgoingMessage { route: Route::Consumer("ghost".into()), ..msg("x", 3) };
+    assert_eq!(p.publish(&redrive).await.unwrap_err().kind(), ErrorKind::NotFound, "no such retry exchange");
+    p.publish(&msg("routed", 4)).await.expect("the publisher reopens its channel after a channel error");
+}
+
+#[tokio::test]
+async fn pipelined_batch_of_1000_gets_1000_results() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("batch", &["b"]).await;
+    let p = t.publisher();
+    let batch: Vec<_> = (0..1000).map(|i| msg("b", i)).collect();
+    let started = Instant::now();
+    let results = p.publish_batch(&batch).await;
+    let took = started.elapsed();
+    assert_eq!(results.len(), 1000);
+    assert!(results.iter().all(Result::is_ok), "{:?}", results.iter().find(|r| r.is_err()));
+    eprintln!("1000 pipelined confirms in {took:?}");
+    let q = topo.names("batch").work_queue;
+    assert!(common::eventually(std::time::Duration::from_secs(15), || async { t.queue_messages(&q).await == 1000 }).await);
+}
+
+#[tokio::test]
+async fn mixed_batch_matches_each_return_to_its_own_message() {
+    let t = TestRabbit::new("1s").await;
+    t.add_consumer("mixed", &["ok"]).await;
+    let p = t.publisher();
+    let batch: Vec<_> = (0..200).map(|i| msg(if i % 7 == 3 { "lost" } else { "ok" }, i)).collect();
+    let results = p.publish_batch(&batch).await;
+    for (i, r) in results.iter().enumerate() {
+        if i % 7 == 3 {
+            assert_eq!(r.as_ref().unwrap_err().kind(), ErrorKind::Unroutable, "message {i}");
+        } else {
+            assert!(r.is_ok(), "message {i}: {r:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn reject_publish_overflow_is_a_nack() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("full", &["f"]).await;
+    let q = topo.names("full").work_queue;
+    // A higher-priority policy caps the queue at one message, rejecting publishes beyond it.
+    let mut def = serde_json::Map::new();
+    def.insert("max-length".into(), 1.into());
+    def.insert("overflow".into(), "reject-publish".into());
+    let cap = PolicyInfo { name: format!("{}-cap", t.prefix), pattern: format!("^{}$", q.replace('.', "\\.")), apply_to: "queues".into(), definition: def, priority: 100 };
+    t.api.put_policy(&cap).await.unwrap();
+    assert!(
+        common::eventually(std::time::Duration::from_secs(15), || async {
+            t.api.queue(&q).await.unwrap().and_then(|i| i.policy) == Some(cap.name.clone())
+        })
+        .await
+    );
+    let p = t.publisher();
+    p.publish(&msg("f", 0)).await.unwrap();
+    // Quorum queues enforce the limit once it is exceeded (a soft limit): at most one more.
+    let mut kinds = Vec::new();
+    for i in 1..=3 {
+        kinds.push(p.publish(&msg("f", i)).await.err().map(|e| e.kind()));
+    }
+    assert_eq!(kinds.last(), Some(&Some(ErrorKind::Nacked)), "{kinds:?}");
+    assert!(t.broker.stats().nacked() >= 1);
+}
