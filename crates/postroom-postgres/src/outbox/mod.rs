@@ -177,7 +177,7 @@ impl OutboxStore for PgOutbox {
                                   WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
                 ORDER BY o.seq LIMIT $1 FOR UPDATE SKIP LOCKED)
              UPDATE {p}outbox o SET locked_by = $2, locked_until = now() + make_interval(secs => $3)
-             FROM c WHERE o.seq = c.seq
+             WHERE o.seq = ANY(ARRAY(SELECT seq FROM c))
              RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts",
             p = self.prefix
         );
