@@ -36,8 +36,9 @@ pub enum Command {
 /// `postroom demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Database file for the demo (recreated on each run; kept afterwards so that
-    /// `postroom parking list --database FILE` can look at it).
+    /// Database: a SQLite file (recreated on each run and kept afterwards, so that
+    /// `postroom parking list --database FILE` can look at it) or a postgres:// URL (the demo
+    /// then uses its own tables: shop_* and postroom_demo_*).
     #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-demo.db")]
     pub database: String,
     /// Number of orders to create (at least 12, so that every fault has an order).
@@ -57,9 +58,9 @@ pub struct DemoArgs {
 /// `postroom demo-consumer` (internal).
 #[derive(Debug, Args)]
 pub struct DemoConsumerArgs {
-    /// Database file.
+    /// Database (file path or postgres:// URL).
     #[arg(long)]
-    pub database: PathBuf,
+    pub database: String,
     /// Retry ladder.
     #[arg(long)]
     pub ladder: String,
@@ -85,9 +86,12 @@ pub enum ParkingCommand {
 /// Where the parking store is.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// Database: SQLite file path (or sqlite://path). Also POSTROOM_DATABASE or `database` in the config file.
+    /// Database: SQLite file path (or sqlite://path) or postgres:// URL. Also POSTROOM_DATABASE or `database` in the config file.
     #[arg(long, env = "POSTROOM_DATABASE")]
     pub database: Option<String>,
+    /// PostgreSQL table prefix of the postroom tables (default postroom_; the demo uses postroom_demo_).
+    #[arg(long, env = "POSTROOM_TABLE_PREFIX")]
+    pub table_prefix: Option<String>,
 }
 
 /// Which parked messages.

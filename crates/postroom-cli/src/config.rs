@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 pub struct ConfigFile {
     /// Database: a SQLite file path or `sqlite://path`.
     pub database: Option<String>,
+    /// PostgreSQL table prefix (default `postroom_`).
+    pub table_prefix: Option<String>,
     /// Parking lot settings.
     #[serde(default)]
     pub parking: ParkingSection,
@@ -48,24 +50,6 @@ pub fn load(explicit: Option<&Path>) -> CliResult<ConfigFile> {
         .map_err(|e| CliError::usage(format!("bad config file {}: {e}", path.display())))
 }
 
-/// Where the embedded database lives, from a flag/env value or the config file.
-pub fn sqlite_path(flag: Option<&str>, config: &ConfigFile, default: &str) -> CliResult<PathBuf> {
-    let raw = flag
-        .map(str::to_string)
-        .or_else(|| config.database.clone())
-        .unwrap_or_else(|| default.to_string());
-    if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
-        return Err(CliError::usage(format!(
-            "database {raw:?}: this build's CLI talks to the embedded SQLite store only; pass a file path"
-        )));
-    }
-    let path = raw.strip_prefix("sqlite://").unwrap_or(&raw);
-    if path.is_empty() {
-        return Err(CliError::usage("database path is empty"));
-    }
-    Ok(PathBuf::from(path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,25 +64,5 @@ mod tests {
         assert!(err.message.contains("unknown field"), "{}", err.message);
         let missing = load(Some(&dir.path().join("nope.toml"))).unwrap_err();
         assert!(missing.message.contains("cannot read config file"));
-    }
-
-    #[test]
-    fn flag_beats_file_and_prefix_is_stripped() {
-        let cfg = ConfigFile {
-            database: Some("from-file.db".into()),
-            ..ConfigFile::default()
-        };
-        assert_eq!(
-            sqlite_path(Some("sqlite://flag.db"), &cfg, "d.db").unwrap(),
-            PathBuf::from("flag.db")
-        );
-        assert_eq!(
-            sqlite_path(None, &cfg, "d.db").unwrap(),
-            PathBuf::from("from-file.db")
-        );
-        assert_eq!(
-            sqlite_path(None, &ConfigFile::default(), "d.db").unwrap(),
-            PathBuf::from("d.db")
-        );
     }
 }

@@ -14,6 +14,9 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod parking;
+pub mod shop;
+pub mod stack;
+pub mod worker;
 
 use clap::Parser;
 use cli::{Cli, Command};

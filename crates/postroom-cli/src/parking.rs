@@ -3,12 +3,12 @@
 use crate::cli::{
     FilterArgs, ListArgs, ParkingCommand, RedriveArgs, RunsArgs, ShowArgs, StoreArgs,
 };
-use crate::config::{self, ConfigFile};
+use crate::config::ConfigFile;
 use crate::error::{CliError, CliResult};
+use crate::stack::{DatabaseUrl, open_parking};
 use chrono::{DateTime, Utc};
 use postroom_core::retry::ladder::parse_duration;
-use postroom_core::{MessageId, ParkedMessage, ParkingFilter, ParkingStore, Redriver};
-use postroom_sqlite::SqliteStore;
+use postroom_core::{MessageId, ParkedMessage, ParkingFilter, ParkingStore, Publisher, Redriver};
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
@@ -22,15 +22,22 @@ pub async fn run(cmd: ParkingCommand, config: &ConfigFile) -> CliResult {
     }
 }
 
-async fn open(store: &StoreArgs, config: &ConfigFile) -> CliResult<SqliteStore> {
-    let path = config::sqlite_path(store.database.as_deref(), config, "postroom.db")?;
-    if !path.exists() {
-        return Err(CliError::usage(format!(
-            "database {} does not exist (pass --database or set POSTROOM_DATABASE)",
-            path.display()
-        )));
-    }
-    Ok(SqliteStore::open(&path).await?)
+async fn open(
+    store: &StoreArgs,
+    config: &ConfigFile,
+) -> CliResult<(Arc<dyn ParkingStore>, Arc<dyn Publisher>)> {
+    let raw = store
+        .database
+        .clone()
+        .or_else(|| config.database.clone())
+        .unwrap_or_else(|| "postroom.db".into());
+    let url = DatabaseUrl::parse(&raw)?;
+    let prefix = store
+        .table_prefix
+        .clone()
+        .or_else(|| config.table_prefix.clone())
+        .unwrap_or_else(|| "postroom_".into());
+    open_parking(&url, &prefix).await
 }
 
 fn parse_time(s: &str) -> CliResult<DateTime<Utc>> {
@@ -96,7 +103,7 @@ pub fn to_json(m: &ParkedMessage, show_payload: bool) -> serde_json::Value {
 }
 
 async fn list(a: ListArgs, config: &ConfigFile) -> CliResult {
-    let store = open(&a.store, config).await?;
+    let (store, _) = open(&a.store, config).await?;
     let mut filter = filter_of(&a.filter)?;
     filter.include_redriven = a.include_redriven;
     let total = store.count(&filter).await?;
@@ -147,7 +154,7 @@ async fn list(a: ListArgs, config: &ConfigFile) -> CliResult {
 }
 
 async fn show(a: ShowArgs, config: &ConfigFile) -> CliResult {
-    let store = open(&a.store, config).await?;
+    let (store, _) = open(&a.store, config).await?;
     let id: MessageId =
         a.id.parse()
             .map_err(|e| CliError::usage(format!("bad message id {:?}: {e}", a.id)))?;
@@ -167,14 +174,14 @@ async fn show(a: ShowArgs, config: &ConfigFile) -> CliResult {
 }
 
 async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
-    let store = Arc::new(open(&a.store, config).await?);
+    let (store, publisher) = open(&a.store, config).await?;
     let rate = a.rate.or(config.parking.redrive_rate).unwrap_or(10.0);
     if !(rate.is_finite() && rate > 0.0) {
         return Err(CliError::usage(format!(
             "--rate must be a positive number of messages per second, got {rate}"
         )));
     }
-    let redriver = Redriver::new(store.clone(), Arc::new(store.queue()));
+    let redriver = Redriver::new(store.clone(), publisher);
     let run = if let Some(run_id) = &a.resume {
         store
             .redrive_run(run_id)
@@ -266,7 +273,7 @@ async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
 }
 
 async fn runs(a: RunsArgs, config: &ConfigFile) -> CliResult {
-    let store = open(&a.store, config).await?;
+    let (store, _) = open(&a.store, config).await?;
     for r in store.redrive_runs(a.limit).await? {
         if a.json {
             println!("{}", serde_json::to_value(&r).expect("run serialises"));

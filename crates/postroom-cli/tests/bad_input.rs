@@ -3,8 +3,15 @@
 use std::process::Command;
 
 fn postroom(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_postroom")).current_dir(dir).args(args).output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -19,9 +26,15 @@ fn bad_config_file() {
 #[test]
 fn unwritable_database_path() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, err) = postroom(dir.path(), &["demo", "--database", "/nonexistent-dir/x/demo.db"]);
+    let (code, err) = postroom(
+        dir.path(),
+        &["demo", "--database", "/nonexistent-dir/x/demo.db"],
+    );
     assert_eq!(code, Some(2));
-    assert!(err.contains("/nonexistent-dir/x") && err.contains("does not exist"), "{err}");
+    assert!(
+        err.contains("/nonexistent-dir/x") && err.contains("does not exist"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -31,7 +44,10 @@ fn demo_refuses_to_overwrite_a_foreign_file() {
     let (code, err) = postroom(dir.path(), &["demo", "--database", "precious.db"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("not a postroom demo database"), "{err}");
-    assert_eq!(std::fs::read(dir.path().join("precious.db")).unwrap(), b"not a database of ours");
+    assert_eq!(
+        std::fs::read(dir.path().join("precious.db")).unwrap(),
+        b"not a database of ours"
+    );
 }
 
 #[test]
@@ -43,6 +59,16 @@ fn bad_flags() {
     let (code, err) = postroom(dir.path(), &["parking", "list", "--database", "missing.db"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("does not exist"), "{err}");
-    let (code, err) = postroom(dir.path(), &["parking", "list", "--database", "x.db", "--error-class", "fatal"]);
+    let (code, err) = postroom(
+        dir.path(),
+        &[
+            "parking",
+            "list",
+            "--database",
+            "x.db",
+            "--error-class",
+            "fatal",
+        ],
+    );
     assert_eq!(code, Some(2), "{err}");
 }

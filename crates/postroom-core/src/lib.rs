@@ -25,6 +25,7 @@
 //! ```
 
 pub mod backoff;
+pub mod boxed;
 pub mod breaker;
 pub mod consumer;
 pub mod decode;

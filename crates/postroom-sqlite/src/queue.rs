@@ -21,6 +21,7 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct SqliteQueue {
     store: SqliteStore,
+    defaults: SubscribeOptions,
 }
 
 /// Subscription settings.
@@ -46,7 +47,27 @@ impl Default for SubscribeOptions {
 
 impl SqliteQueue {
     pub(crate) fn new(store: SqliteStore) -> Self {
-        Self { store }
+        Self {
+            store,
+            defaults: SubscribeOptions::default(),
+        }
+    }
+
+    /// The same queue with `options` as the defaults of [`subscribe_default`](Self::subscribe_default).
+    #[must_use]
+    pub fn with_options(mut self, options: SubscribeOptions) -> Self {
+        self.defaults = options;
+        self
+    }
+
+    /// Subscribe with this queue's default options.
+    pub async fn subscribe_default(
+        &self,
+        consumer: &str,
+        patterns: &[&str],
+    ) -> Result<SqliteSubscriber> {
+        self.subscribe(consumer, patterns, self.defaults.clone())
+            .await
     }
 
     /// Bind `consumer` to topic `patterns` (AMQP `*` / `#`) and return its subscriber.

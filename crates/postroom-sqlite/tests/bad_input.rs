@@ -2,8 +2,8 @@
 
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::{
-    EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage, ParkingFilter,
-    ParkingStore, Publisher, Route, async_trait,
+    EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, MessageId,
+    OutgoingMessage, ParkingFilter, ParkingStore, Publisher, Route, async_trait,
 };
 use postroom_sqlite::{SqliteStore, SubscribeOptions};
 use std::sync::Arc;
@@ -22,11 +22,25 @@ async fn oversize_message_is_parked_whole_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("db")).await.unwrap();
     let queue = store.queue();
-    let sub = queue.subscribe("c", &["big.#"], SubscribeOptions::default()).await.unwrap();
+    let sub = queue
+        .subscribe("c", &["big.#"], SubscribeOptions::default())
+        .await
+        .unwrap();
     let body = vec![b'x'; 300 * 1024];
     let id = MessageId::new();
-    queue.publish(&OutgoingMessage { id, route: Route::Topic("big.one".into()), headers: Default::default(), body: body.clone() }).await.unwrap();
-    let consumer = Consumer::new(ConsumerConfig::new("c", EnvelopeDecoder::new().accept("t", 1..=1)), Arc::new(Never));
+    queue
+        .publish(&OutgoingMessage {
+            id,
+            route: Route::Topic("big.one".into()),
+            headers: Default::default(),
+            body: body.clone(),
+        })
+        .await
+        .unwrap();
+    let consumer = Consumer::new(
+        ConsumerConfig::new("c", EnvelopeDecoder::new().accept("t", 1..=1)),
+        Arc::new(Never),
+    );
     let (stop, rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(async move { consumer.run(sub, rx).await });
     let mut parked = Vec::new();
@@ -42,13 +56,19 @@ async fn oversize_message_is_parked_whole_at_once() {
     assert_eq!(parked.len(), 1);
     assert_eq!(parked[0].message_id, id);
     assert_eq!(parked[0].error_code, "oversize");
-    assert!(parked[0].error_message.contains("over the limit"), "{}", parked[0].error_message);
+    assert!(
+        parked[0].error_message.contains("over the limit"),
+        "{}",
+        parked[0].error_message
+    );
     assert_eq!(parked[0].body, body, "kept whole for the operator");
 }
 
 #[tokio::test]
 async fn unwritable_path_and_not_a_database() {
-    let err = SqliteStore::open("/nonexistent-dir/deeper/x.db").await.unwrap_err();
+    let err = SqliteStore::open("/nonexistent-dir/deeper/x.db")
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config);
     assert!(err.to_string().contains("/nonexistent-dir/deeper"), "{err}");
     let dir = tempfile::tempdir().unwrap();
@@ -63,8 +83,27 @@ async fn prefetch_zero_is_refused_and_unroutable_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("db")).await.unwrap();
     let q = store.queue();
-    let err = q.subscribe("c", &["a"], SubscribeOptions { prefetch: 0, ..SubscribeOptions::default() }).await.err().unwrap();
+    let err = q
+        .subscribe(
+            "c",
+            &["a"],
+            SubscribeOptions {
+                prefetch: 0,
+                ..SubscribeOptions::default()
+            },
+        )
+        .await
+        .err()
+        .unwrap();
     assert_eq!(err.kind(), ErrorKind::Config);
-    let msg = OutgoingMessage { id: MessageId::new(), route: Route::Topic("nobody.listens".into()), headers: Default::default(), body: vec![] };
-    assert_eq!(q.publish(&msg).await.unwrap_err().kind(), ErrorKind::Unroutable);
+    let msg = OutgoingMessage {
+        id: MessageId::new(),
+        route: Route::Topic("nobody.listens".into()),
+        headers: Default::default(),
+        body: vec![],
+    };
+    assert_eq!(
+        q.publish(&msg).await.unwrap_err().kind(),
+        ErrorKind::Unroutable
+    );
 }

@@ -1,13 +1,14 @@
-//! The inventory consumer as its own OS process, so the demo can SIGKILL it.
+//! The inventory consumer as its own OS process, so the demo (and the soak) can SIGKILL it.
 //! It runs until its standard input closes, then shuts down gracefully.
 
-use super::inventory::{CONSUMER, InventoryHandler};
 use crate::cli::DemoConsumerArgs;
 use crate::error::{CliError, CliResult};
+use crate::shop::handlers::InventoryHandler;
+use crate::shop::{INVENTORY, INVENTORY_TOPICS};
+use crate::stack::{DatabaseUrl, Stack};
 use postroom_core::{
     BreakerConfig, Consumer, ConsumerConfig, EnvelopeDecoder, RetryLadder, RetryPolicy,
 };
-use postroom_sqlite::{SqliteStore, SubscribeOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -16,6 +17,7 @@ use tokio::io::AsyncReadExt;
 pub const LEASE: Duration = Duration::from_secs(2);
 
 /// The retry policy the demo uses on `ladder`.
+#[must_use]
 pub fn policy(ladder: RetryLadder) -> RetryPolicy {
     RetryPolicy {
         max_retries: ladder.len() as u32,
@@ -26,24 +28,20 @@ pub fn policy(ladder: RetryLadder) -> RetryPolicy {
     }
 }
 
+/// What the inventory service accepts.
+#[must_use]
+pub fn inventory_decoder() -> EnvelopeDecoder {
+    EnvelopeDecoder::new()
+        .accept("order.created", 1..=1)
+        .accept("order.cancelled", 1..=1)
+}
+
 /// Run the child.
 pub async fn run(args: DemoConsumerArgs) -> CliResult {
     let ladder: RetryLadder = args.ladder.parse().map_err(CliError::usage)?;
-    let store = SqliteStore::open(&args.database).await?;
-    let sub = store
-        .queue()
-        .subscribe(
-            CONSUMER,
-            &["order.created"],
-            SubscribeOptions {
-                prefetch: 4,
-                lease: LEASE,
-                ..SubscribeOptions::default()
-            },
-        )
-        .await?;
-    let decoder = EnvelopeDecoder::new().accept("order.created", 1..=1);
-    let mut cfg = ConsumerConfig::new(CONSUMER, decoder);
+    let stack = Stack::open(&DatabaseUrl::parse(&args.database)?, None, LEASE, 4).await?;
+    let sub = stack.subscribe(INVENTORY, INVENTORY_TOPICS).await?;
+    let mut cfg = ConsumerConfig::new(INVENTORY, inventory_decoder());
     cfg.version = env!("CARGO_PKG_VERSION").into();
     cfg.concurrency = 4;
     cfg.retry = policy(ladder);
@@ -52,8 +50,9 @@ pub async fn run(args: DemoConsumerArgs) -> CliResult {
         cooldown: Duration::from_millis(500),
     };
     let handler = Arc::new(InventoryHandler {
-        store: store.clone(),
+        db: stack.shop.clone(),
         crash_order: args.crash_order,
+        hashed: None,
     });
     let consumer = Consumer::new(cfg, handler);
     let (stop, rx) = tokio::sync::watch::channel(false);

@@ -1,143 +1,129 @@
-//! `postroom demo`: the orders → inventory example of the source article, end to end on the
-//! embedded store, with its faults injected.
+//! `postroom demo`: the orders → inventory example of the source article, end to end, with
+//! its faults injected (see [`crate::shop`] for the model).
 //!
-//! The orders service writes each order and its `order.created` outbox row in one
-//! transaction; a relay publishes them; the inventory consumer — a separate OS process —
-//! reserves stock through its inbox. Faults: transient database failures that heal within the
-//! retry budget and one that outlasts it; corrupt JSON and an unknown schema version;
+//! Faults: transient database failures that heal within the retry budget (one retry through
+//! each ladder stage) and one that outlasts it; corrupt JSON and an unknown schema version;
 //! out-of-stock orders (a business outcome published through the consumer's own outbox);
-//! duplicate deliveries; and a consumer killed with SIGKILL between its COMMIT and its ack.
+//! cancellations (aggregate version 2) applied only after version 1; duplicate deliveries;
+//! and the inventory consumer — a separate OS process — killed with SIGKILL between its
+//! COMMIT and its ack, then restarted.
 
 pub mod child;
-pub mod inventory;
 pub mod report;
-pub mod schema;
 
 use crate::cli::DemoArgs;
 use crate::error::{CliError, CliErrorKind, CliResult};
-use inventory::{ORDERS_CONSUMER, RejectionHandler};
+use crate::shop::handlers::RejectionHandler;
+use crate::shop::{INVENTORY, INVENTORY_TOPICS, NewOrder, ORDERS, ORDERS_TOPICS};
+use crate::stack::{DatabaseUrl, Stack};
+use crate::worker::Worker;
 use postroom_core::{
-    Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, MessageId, OutboxRelay, OutboxStore,
-    OutgoingMessage, Publisher, RelayConfig, RetryLadder, Route,
+    Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, MessageId, OutboxRelay, OutgoingMessage,
+    ParkedMessage, ParkingFilter, RelayConfig, RetryLadder, Route,
 };
-use postroom_sqlite::{SqliteStore, SubscribeOptions, outbox};
+use report::DemoReport;
+use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, watch};
 
-/// What the producer set up, for the checks at the end.
-struct Plan {
-    poison_ids: Vec<String>,
-    crash_order: String,
-}
+/// The order whose consumer is killed between COMMIT and ack.
+const CRASH_ORDER: &str = "ord-00010";
+/// Orders republished with the same id (duplicate deliveries).
+const DUPLICATED: [&str; 3] = ["ord-00011", "ord-00012", "ord-00013"];
 
 /// Run the demo.
 pub async fn run(args: DemoArgs) -> CliResult {
     let ladder: RetryLadder = args.ladder.parse().map_err(CliError::usage)?;
-    let path = crate::config::sqlite_path(
-        Some(&args.database),
-        &Default::default(),
-        "postroom-demo.db",
-    )?;
-    prepare_file(&path).await?;
+    let database = DatabaseUrl::parse(&args.database)?;
+    if let DatabaseUrl::Sqlite(path) = &database {
+        prepare_file(path).await?;
+    }
     let started = Instant::now();
-    let store = SqliteStore::open(&path).await?;
-    schema::create(&store).await?;
-    let queue = store.queue();
+    let stack = Stack::open(&database, None, child::LEASE, 4).await?;
+    stack.shop.reset().await?;
     // Bind both consumers before anything is published, so nothing is unroutable.
-    queue.bind(inventory::CONSUMER, &["order.created"]).await?;
-    queue
-        .bind(ORDERS_CONSUMER, &["inventory.reservation_rejected"])
-        .await?;
-
+    stack.bind(INVENTORY, INVENTORY_TOPICS).await?;
+    stack.bind(ORDERS, ORDERS_TOPICS).await?;
     eprintln!(
         "postroom demo: database {}, ladder {ladder}, {} orders",
-        path.display(),
+        database.to_arg(),
         args.orders
     );
-    let plan = produce(&store, args.orders).await?;
+    let poison_ids = produce(&stack, args.orders).await?;
 
     let (stop, stop_rx) = watch::channel(false);
-    // The relay, in this process.
     let relay = OutboxRelay::new(
-        Arc::new(store.clone()),
-        Arc::new(queue.clone()),
+        stack.shop.outbox(),
+        stack.publisher(),
         RelayConfig {
             relay_id: "demo-relay".into(),
             idle_wait: Duration::from_millis(100),
             ..RelayConfig::default()
         },
     );
-    let relay_rx = stop_rx.clone();
-    let relay_task = tokio::spawn(async move { relay.run(relay_rx).await });
-    // The orders service's consumer of rejections, in this process.
-    let orders_sub = queue
-        .subscribe(
-            ORDERS_CONSUMER,
-            &["inventory.reservation_rejected"],
-            SubscribeOptions::default(),
-        )
-        .await?;
+    let relay_task = tokio::spawn({
+        let rx = stop_rx.clone();
+        async move { relay.run(rx).await }
+    });
     let mut ocfg = ConsumerConfig::new(
-        ORDERS_CONSUMER,
+        ORDERS,
         EnvelopeDecoder::new().accept("inventory.reservation_rejected", 1..=1),
     );
     ocfg.retry = child::policy(ladder.clone());
     let orders_consumer = Consumer::new(
         ocfg,
         Arc::new(RejectionHandler {
-            store: store.clone(),
+            db: stack.shop.clone(),
         }),
     );
-    let orders_rx = stop_rx.clone();
-    let orders_task = tokio::spawn(async move { orders_consumer.run(orders_sub, orders_rx).await });
+    let orders_sub = stack.subscribe(ORDERS, ORDERS_TOPICS).await?;
+    let orders_task = tokio::spawn({
+        let rx = stop_rx.clone();
+        async move { orders_consumer.run(orders_sub, rx).await }
+    });
 
-    // The inventory consumer, as a child process that gets killed once.
     let kills = Arc::new(AtomicU64::new(0));
-    let supervisor = Supervisor {
-        path: path.clone(),
-        ladder: args.ladder.clone(),
-        crash_order: plan.crash_order.clone(),
-        kills: kills.clone(),
-    };
-    let child_slot = Arc::new(Mutex::new(None::<Child>));
-    let sup_task = tokio::spawn(supervisor.run(child_slot.clone(), stop_rx.clone()));
+    let args_child: Vec<OsString> = vec![
+        "demo-consumer".into(),
+        "--database".into(),
+        database.to_arg().into(),
+        "--ladder".into(),
+        args.ladder.clone().into(),
+        "--crash-order".into(),
+        CRASH_ORDER.into(),
+    ];
+    let worker = Arc::new(Mutex::new(None::<Worker>));
+    let sup_task = tokio::spawn(supervise(
+        args_child,
+        worker.clone(),
+        kills.clone(),
+        stop_rx.clone(),
+    ));
 
-    let injected = inject_duplicates(&store, &queue).await?;
-    let settled = wait_until_settled(&store, &ladder, &plan, args.timeout_secs, &kills).await;
+    let injected = inject_duplicates(&stack).await?;
+    let settled = wait_until_settled(&stack, &ladder, &poison_ids, args.timeout_secs, &kills).await;
 
     let _ = stop.send(true);
     let _ = sup_task.await;
-    if let Some(mut c) = child_slot.lock().await.take() {
-        drop(c.stdin.take());
-        let _ = tokio::time::timeout(Duration::from_secs(10), c.wait()).await;
-        let _ = c.kill().await;
+    if let Some(w) = worker.lock().await.take() {
+        w.stop(Duration::from_secs(10)).await;
     }
     let _ = relay_task.await;
     let _ = orders_task.await;
 
-    let mut report = report::compute(&store, &ladder).await?;
+    let parked = parked_of(&stack).await?;
+    let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
+    let mut report = DemoReport::from_facts(&stack.shop.facts(&ids).await?, &parked, &ladder);
     report.duplicates_injected = injected;
     report.consumer_kills = kills.load(Ordering::SeqCst);
-    report.killed_order = Some(plan.crash_order.clone());
-    report.killed_order_reservations =
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM reservations WHERE order_id = ?")
-            .bind(&plan.crash_order)
-            .fetch_one(store.pool())
-            .await? as u64;
-    report.killed_order_redelivered = sqlx::query_scalar::<_, i64>(
-        "SELECT COUNT(*) FROM demo_duplicates d JOIN orders o ON o.message_id = d.message_id WHERE o.id = ?",
-    )
-    .bind(&plan.crash_order)
-    .fetch_one(store.pool())
-    .await?
-        > 0;
+    report.killed_order = Some(CRASH_ORDER.into());
+    report.killed_order_reservations = stack.shop.reservations_of(CRASH_ORDER).await?;
+    report.killed_order_redelivered = stack.shop.duplicate_seen_for(CRASH_ORDER).await?;
     report.elapsed_s = started.elapsed().as_secs_f64();
-    report.check(&ladder, &plan.poison_ids);
+    report.check(&ladder, &poison_ids);
     if let Err(e) = settled {
         report.failures.push(e);
     }
@@ -147,10 +133,16 @@ pub async fn run(args: DemoArgs) -> CliResult {
         std::fs::write(p, json)
             .map_err(|e| CliError::usage(format!("cannot write report {}: {e}", p.display())))?;
     }
-    eprintln!(
-        "look at the parked messages: postroom parking list --database {}",
-        path.display()
-    );
+    match &database {
+        DatabaseUrl::Sqlite(p) => eprintln!(
+            "look at the parked messages: postroom parking list --database {}",
+            p.display()
+        ),
+        DatabaseUrl::Postgres(_) => eprintln!(
+            "look at the parked messages: postroom parking list --database <url> --table-prefix {}",
+            crate::shop::postgres::PREFIX
+        ),
+    }
     if report.failures.is_empty() {
         Ok(())
     } else {
@@ -161,85 +153,79 @@ pub async fn run(args: DemoArgs) -> CliResult {
     }
 }
 
+async fn parked_of(stack: &Stack) -> CliResult<Vec<ParkedMessage>> {
+    let filter = ParkingFilter {
+        consumer: Some(INVENTORY.into()),
+        include_redriven: true,
+        ..ParkingFilter::default()
+    };
+    Ok(stack.shop.parking().search(&filter, 100_000).await?)
+}
+
 /// Remove a previous demo database; refuse to touch any other file.
 async fn prepare_file(path: &Path) -> CliResult {
-    if path.exists() {
-        let is_demo = match SqliteStore::open(path).await {
-            Ok(s) => sqlx::query_scalar::<_, String>(
-                "SELECT value FROM demo_meta WHERE key = 'created_by'",
-            )
-            .fetch_optional(s.pool())
-            .await
-            .ok()
-            .flatten()
-            .is_some(),
-            Err(_) => false,
-        };
-        if !is_demo {
-            return Err(CliError::usage(format!(
-                "{} exists and is not a postroom demo database; pass another --database",
-                path.display()
-            )));
+    if !path.exists() {
+        return Ok(());
+    }
+    let is_demo = match postroom_sqlite::SqliteStore::open(path).await {
+        Ok(s) => {
+            sqlx::query_scalar::<_, String>("SELECT value FROM shop_meta WHERE key = 'created_by'")
+                .fetch_optional(s.pool())
+                .await
+                .ok()
+                .flatten()
+                .is_some()
         }
-        for suffix in ["", "-wal", "-shm"] {
-            let p = format!("{}{suffix}", path.display());
-            let _ = std::fs::remove_file(p);
-        }
+        Err(_) => false,
+    };
+    if !is_demo {
+        return Err(CliError::usage(format!(
+            "{} exists and is not a postroom demo database; pass another --database",
+            path.display()
+        )));
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
     Ok(())
 }
 
-/// Create the orders (business row + outbox row in one transaction each), the fault plan and
-/// two poison messages.
-async fn produce(store: &SqliteStore, n: u32) -> CliResult<Plan> {
-    let mut crash_order = String::new();
-    for i in 1..=n {
-        let id = format!("ord-{i:05}");
-        // Orders 4..=7 want the two RARE items; order 8 wants more GADGETs than there are.
-        let (sku, qty) = match i {
-            4..=7 => ("RARE", 1),
-            8 => ("GADGET", 5),
-            _ => ("WIDGET", 1 + i64::from(i % 3)),
-        };
-        let env = Envelope::builder("order.created", "orders")
-            .aggregate("order", &id, 1)
-            .correlation_id(format!("checkout-{i}"))
-            .data(serde_json::json!({"order_id": id, "sku": sku, "qty": qty}))
-            .build();
-        let mut tx = store.begin().await?;
-        sqlx::query("INSERT INTO orders (id, sku, qty, message_id) VALUES (?, ?, ?, ?)")
-            .bind(&id)
-            .bind(sku)
-            .bind(qty)
-            .bind(env.id.to_string())
-            .execute(&mut *tx)
+/// The orders of the demo and their faults.
+fn orders(n: u32) -> Vec<NewOrder> {
+    (1..=n)
+        .map(|i| {
+            // Orders 4..=7 want the two RARE items; order 8 wants more GADGETs than there are.
+            let (sku, qty) = match i {
+                4..=7 => ("RARE", 1),
+                8 => ("GADGET", 5),
+                _ => ("WIDGET", 1 + i64::from(i % 3)),
+            };
+            NewOrder {
+                id: format!("ord-{i:05}"),
+                sku: sku.into(),
+                qty,
+                // Heal after 1, 2 and 3 failures (a retry through each stage); one never heals.
+                fail_times: match i {
+                    1 => Some(1),
+                    2 => Some(2),
+                    3 => Some(3),
+                    9 => Some(99),
+                    _ => None,
+                },
+                cancel: matches!(i, 14 | 15),
+            }
+        })
+        .collect()
+}
+
+/// Orders through the outbox (one transaction per order), then two poison messages.
+async fn produce(stack: &Stack, n: u32) -> CliResult<Vec<String>> {
+    for o in orders(n) {
+        stack
+            .shop
+            .create_orders(std::slice::from_ref(&o), "orders")
             .await?;
-        // Faults: heal after 1, 2 and 3 failures (one retry through each stage), and one that never heals.
-        let fail_times = match i {
-            1 => Some(1),
-            2 => Some(2),
-            3 => Some(3),
-            9 => Some(99),
-            _ => None,
-        };
-        if let Some(f) = fail_times {
-            sqlx::query("INSERT INTO demo_faults (order_id, fail_times) VALUES (?, ?)")
-                .bind(&id)
-                .bind(f)
-                .execute(&mut *tx)
-                .await?;
-        }
-        if i == 10 {
-            crash_order = id.clone();
-        }
-        outbox::enqueue(
-            &mut tx,
-            &OutgoingMessage::from_envelope(&env, "order.created"),
-        )
-        .await?;
-        tx.commit().await?;
     }
-    // Poison: a body that is not JSON, and an envelope with a schema version nobody knows.
     let corrupt = OutgoingMessage {
         id: MessageId::new(),
         route: Route::Topic("order.created".into()),
@@ -252,44 +238,25 @@ async fn produce(store: &SqliteStore, n: u32) -> CliResult<Plan> {
         .data(serde_json::json!({"order_id": "ord-from-the-future", "lines": []}))
         .build();
     let v99 = OutgoingMessage::from_envelope(&v99, "order.created");
-    let mut tx = store.begin().await?;
-    outbox::enqueue(&mut tx, &corrupt).await?;
-    outbox::enqueue(&mut tx, &v99).await?;
-    tx.commit().await?;
-    Ok(Plan {
-        poison_ids: vec![corrupt.id.to_string(), v99.id.to_string()],
-        crash_order,
-    })
+    stack
+        .shop
+        .enqueue_poison(&[corrupt.clone(), v99.clone()])
+        .await?;
+    Ok(vec![corrupt.id.to_string(), v99.id.to_string()])
 }
 
 /// Publish a few already-relayed orders again with the same id: duplicate deliveries.
-async fn inject_duplicates(
-    store: &SqliteStore,
-    queue: &postroom_sqlite::SqliteQueue,
-) -> CliResult<u64> {
+async fn inject_duplicates(stack: &Stack) -> CliResult<u64> {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let ids: Vec<String> = DUPLICATED.iter().map(|s| (*s).to_string()).collect();
     loop {
-        let rows: Vec<(String, Vec<u8>, String)> = sqlx::query_as(
-            "SELECT o.message_id, o.body, o.headers FROM postroom_outbox o JOIN orders ord ON ord.message_id = o.message_id
-             WHERE o.published_at IS NOT NULL AND ord.id IN ('ord-00011', 'ord-00012', 'ord-00013')",
-        )
-        .fetch_all(store.pool())
-        .await?;
-        if rows.len() == 3 {
-            let mut n = 0;
-            for (id, body, headers) in rows {
-                let msg = OutgoingMessage {
-                    id: id
-                        .parse()
-                        .map_err(|e| CliError::failed(format!("bad id in outbox: {e}")))?,
-                    route: Route::Topic("order.created".into()),
-                    headers: serde_json::from_str(&headers).unwrap_or_default(),
-                    body,
-                };
-                queue.publish(&msg).await?;
-                n += 1;
+        let events = stack.shop.published_events(&ids).await?;
+        if events.len() == ids.len() {
+            let publisher = stack.publisher();
+            for m in &events {
+                publisher.publish(m).await?;
             }
-            return Ok(n);
+            return Ok(events.len() as u64);
         }
         if Instant::now() > deadline {
             return Err(CliError::failed(
@@ -300,31 +267,32 @@ async fn inject_duplicates(
     }
 }
 
-/// Wait until every order and poison message is resolved and the queues are empty, printing
-/// progress.
+/// Wait until every message is resolved and nothing is in flight, printing progress.
 async fn wait_until_settled(
-    store: &SqliteStore,
+    stack: &Stack,
     ladder: &RetryLadder,
-    plan: &Plan,
+    poison_ids: &[String],
     timeout_secs: u64,
     kills: &AtomicU64,
 ) -> Result<(), String> {
     let started = Instant::now();
     let mut last_print = Instant::now() - Duration::from_secs(10);
     loop {
-        let r = report::compute(store, ladder)
+        let parked = parked_of(stack).await.map_err(|e| e.to_string())?;
+        let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
+        let facts = stack.shop.facts(&ids).await.map_err(|e| e.to_string())?;
+        let r = DemoReport::from_facts(&facts, &parked, ladder);
+        let in_flight = stack.in_flight().await.map_err(|e| e.to_string())?;
+        let pending = stack
+            .shop
+            .outbox()
+            .pending()
             .await
             .map_err(|e| e.to_string())?;
-        let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_queue")
-            .fetch_one(store.pool())
-            .await
-            .map_err(|e| e.to_string())?;
-        let pending = store.pending().await.map_err(|e| e.to_string())?;
-        let poison_parked = plan
-            .poison_ids
+        let poison_parked = poison_ids
             .iter()
             .all(|id| r.parked_messages.iter().any(|p| &p.id == id));
-        let resolved = r.orders - r.lost;
+        let killed = kills.load(Ordering::SeqCst);
         if last_print.elapsed() >= Duration::from_secs(1) {
             last_print = Instant::now();
             let stages: Vec<String> = r
@@ -333,12 +301,13 @@ async fn wait_until_settled(
                 .map(|(k, v)| format!("{k}:{v}"))
                 .collect();
             eprintln!(
-                "[{:>5.1}s] resolved {}/{} | reserved {} | rejected {} | parked {} | retries {} | duplicates absorbed {} | kills {} | in flight {} | outbox {}",
+                "[{:>5.1}s] resolved {}/{} | reserved {} | rejected {} | cancelled {} | parked {} | retries {} | duplicates absorbed {} | kills {killed} | in flight {in_flight} | outbox {pending}",
                 started.elapsed().as_secs_f64(),
-                resolved,
-                r.orders,
+                r.messages - r.lost,
+                r.messages,
                 r.reserved,
                 r.rejected,
+                r.cancelled,
                 r.parked,
                 if stages.is_empty() {
                     "-".into()
@@ -346,17 +315,9 @@ async fn wait_until_settled(
                     stages.join(" ")
                 },
                 r.duplicates_absorbed,
-                kills.load(Ordering::SeqCst),
-                queued,
-                pending
             );
         }
-        if r.lost == 0
-            && poison_parked
-            && queued == 0
-            && pending == 0
-            && kills.load(Ordering::SeqCst) > 0
-        {
+        if r.lost == 0 && poison_parked && in_flight == 0 && pending == 0 && killed > 0 {
             return Ok(());
         }
         if started.elapsed() > Duration::from_secs(timeout_secs) {
@@ -366,66 +327,45 @@ async fn wait_until_settled(
     }
 }
 
-/// Starts the inventory consumer process, kills it with SIGKILL at its crash point, restarts it.
-struct Supervisor {
-    path: std::path::PathBuf,
-    ladder: String,
-    crash_order: String,
+/// Run the inventory consumer process; when it reports its crash point, SIGKILL and restart it.
+async fn supervise(
+    args: Vec<OsString>,
+    slot: Arc<Mutex<Option<Worker>>>,
     kills: Arc<AtomicU64>,
-}
-
-impl Supervisor {
-    fn spawn(&self) -> std::io::Result<Child> {
-        let exe = std::env::current_exe()?;
-        Command::new(exe)
-            .arg("demo-consumer")
-            .arg("--database")
-            .arg(&self.path)
-            .arg("--ladder")
-            .arg(&self.ladder)
-            .arg("--crash-order")
-            .arg(&self.crash_order)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-    }
-
-    async fn run(self, slot: Arc<Mutex<Option<Child>>>, mut stop: watch::Receiver<bool>) {
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let mut w = match Worker::spawn(args.clone()) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("cannot start the consumer process: {e}");
+                return;
+            }
+        };
+        let pid = w.pid();
+        let mut lines = w.lines.take().expect("piped stdout");
+        *slot.lock().await = Some(w);
         loop {
-            let mut child = match self.spawn() {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("cannot start the consumer process: {e}");
-                    return;
-                }
-            };
-            let pid = child.id().unwrap_or_default();
-            let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-            *slot.lock().await = Some(child);
-            loop {
-                tokio::select! {
-                    line = lines.next_line() => match line {
-                        Ok(Some(l)) if l.starts_with("CRASH-POINT") => {
-                            if let Some(mut c) = slot.lock().await.take() {
-                                let _ = c.kill().await; // SIGKILL
-                                let _ = c.wait().await;
-                            }
-                            self.kills.fetch_add(1, Ordering::SeqCst);
-                            eprintln!("         consumer process {pid} committed {} and was killed with SIGKILL before its ack; restarting it", l.trim_start_matches("CRASH-POINT "));
-                            break;
+            tokio::select! {
+                line = lines.next_line() => match line {
+                    Ok(Some(l)) if l.starts_with("CRASH-POINT") => {
+                        if let Some(mut w) = slot.lock().await.take() {
+                            w.kill().await;
                         }
-                        Ok(Some(_)) => {}
-                        Ok(None) | Err(_) => {
-                            if *stop.borrow() { return; }
-                            eprintln!("         consumer process {pid} exited unexpectedly; restarting it");
-                            slot.lock().await.take();
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                            break;
-                        }
-                    },
-                    _ = stop.changed() => return,
-                }
+                        kills.fetch_add(1, Ordering::SeqCst);
+                        eprintln!("         consumer process {pid} committed {} and was killed with SIGKILL before its ack; restarting it", l.trim_start_matches("CRASH-POINT "));
+                        break;
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => {
+                        if *stop.borrow() { return; }
+                        eprintln!("         consumer process {pid} exited unexpectedly; restarting it");
+                        slot.lock().await.take();
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        break;
+                    }
+                },
+                _ = stop.changed() => return,
             }
         }
     }

@@ -1,0 +1,461 @@
+//! [`ShopDb`] on PostgreSQL. The postroom tables use the prefix `postroom_demo_`, so the
+//! demo and soak never touch an application's own postroom tables.
+
+use super::{INVENTORY, InventoryResult, NewOrder, ORDERS, STOCK, ShopDb, ShopFacts};
+use postroom_core::ordering::{VersionDecision, check_version};
+use postroom_core::{
+    Envelope, Error, ErrorKind, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Result,
+    Route, async_trait,
+};
+use postroom_postgres::{PgStore, commit, inbox, map_error as db, outbox};
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// Table prefix of the postroom tables the demo and soak use on PostgreSQL.
+pub const PREFIX: &str = "postroom_demo_";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS shop_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_orders (id TEXT PRIMARY KEY, sku TEXT NOT NULL, qty BIGINT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'created', created_msg TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_stock (sku TEXT PRIMARY KEY, available BIGINT NOT NULL, initial BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_reservations (id BIGSERIAL PRIMARY KEY, order_id TEXT NOT NULL,
+    sku TEXT NOT NULL, qty BIGINT NOT NULL, status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_versions (order_id TEXT PRIMARY KEY, version BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_effects (consumer TEXT NOT NULL, message_id TEXT NOT NULL, order_id TEXT NOT NULL,
+    version BIGINT NOT NULL, kind TEXT NOT NULL, ord_seq BIGINT NOT NULL, at BIGINT NOT NULL);
+CREATE INDEX IF NOT EXISTS shop_effects_order ON shop_effects (consumer, order_id);
+CREATE TABLE IF NOT EXISTS shop_messages (message_id TEXT PRIMARY KEY, order_id TEXT, version BIGINT, kind TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_faults (order_id TEXT PRIMARY KEY, fail_times BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_attempts (message_id TEXT NOT NULL, attempt BIGINT NOT NULL, at BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_duplicates (consumer TEXT NOT NULL, message_id TEXT NOT NULL, at BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_crash (order_id TEXT PRIMARY KEY, at BIGINT NOT NULL);
+TRUNCATE shop_orders, shop_stock, shop_reservations, shop_versions, shop_effects, shop_messages, shop_faults,
+    shop_attempts, shop_duplicates, shop_crash;
+TRUNCATE postroom_demo_outbox, postroom_demo_inbox, postroom_demo_parked, postroom_demo_redrive_runs,
+    postroom_demo_redrive_items, postroom_demo_queue;
+INSERT INTO shop_meta (key, value) VALUES ('created_by', 'postroom demo') ON CONFLICT (key) DO NOTHING;
+";
+
+/// The shop on PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct PgShop {
+    /// The store (prefix [`PREFIX`]).
+    pub store: PgStore,
+}
+
+impl PgShop {
+    /// Connect, check the database is not someone else's, and migrate the postroom tables.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let base = PgStore::connect(url).await?;
+        let prefix = postroom_postgres::TablePrefix::new(PREFIX)?;
+        let store = PgStore::from_pool(base.pool().clone(), prefix);
+        store.migrate().await?;
+        Ok(Self { store })
+    }
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn bad(m: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidData, m)
+}
+
+async fn effect(
+    tx: &mut PgConnection,
+    consumer: &str,
+    env: &Envelope,
+    order_id: &str,
+    kind: &str,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO shop_effects (consumer, message_id, order_id, version, kind, ord_seq, at)
+         VALUES ($1, $2, $3, $4, $5, (SELECT COUNT(*) + 1 FROM shop_effects WHERE consumer = $1 AND order_id = $3), $6)",
+    )
+    .bind(consumer)
+    .bind(env.id.to_string())
+    .bind(order_id)
+    .bind(env.aggregate.version as i64)
+    .bind(kind)
+    .bind(now())
+    .execute(tx)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
+
+#[async_trait]
+impl ShopDb for PgShop {
+    async fn reset(&self) -> Result<()> {
+        let pool = self.store.pool();
+        let marker: Option<String> =
+            sqlx::query_scalar("SELECT value FROM shop_meta WHERE key = 'created_by'")
+                .fetch_optional(pool)
+                .await
+                .unwrap_or(None);
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('shop_orders') IS NOT NULL")
+            .fetch_one(pool)
+            .await
+            .map_err(db)?;
+        if exists && marker.is_none() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "this database has shop_* tables that postroom's demo did not create; use another database",
+            ));
+        }
+        // One session-level lock so that two demo runs do not reset each other's tables.
+        sqlx::raw_sql(SCHEMA).execute(pool).await.map_err(db)?;
+        for (sku, n) in STOCK {
+            sqlx::query("INSERT INTO shop_stock (sku, available, initial) VALUES ($1, $2, $3)")
+                .bind(sku)
+                .bind(n)
+                .bind(n)
+                .execute(pool)
+                .await
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+
+    async fn create_orders(&self, orders: &[NewOrder], producer: &str) -> Result<Vec<MessageId>> {
+        let mut ids = Vec::new();
+        let mut tx = self.store.begin().await?;
+        for o in orders {
+            let events = o.events(producer);
+            sqlx::query(
+                "INSERT INTO shop_orders (id, sku, qty, created_msg) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&o.id)
+            .bind(&o.sku)
+            .bind(o.qty)
+            .bind(events[0].id.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+            if let Some(f) = o.fail_times {
+                sqlx::query("INSERT INTO shop_faults (order_id, fail_times) VALUES ($1, $2)")
+                    .bind(&o.id)
+                    .bind(i64::from(f))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            }
+            for e in &events {
+                sqlx::query("INSERT INTO shop_messages (message_id, order_id, version, kind) VALUES ($1, $2, $3, 'event')")
+                    .bind(e.id.to_string())
+                    .bind(&o.id)
+                    .bind(e.aggregate.version as i64)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+                let msg = OutgoingMessage::from_envelope(e, e.message_type.clone());
+                outbox::enqueue(&mut tx, self.store.prefix(), &msg, &e.aggregate.key()).await?;
+                ids.push(e.id);
+            }
+        }
+        commit(tx).await?;
+        Ok(ids)
+    }
+
+    async fn enqueue_poison(&self, messages: &[OutgoingMessage]) -> Result<()> {
+        let mut tx = self.store.begin().await?;
+        for m in messages {
+            sqlx::query("INSERT INTO shop_messages (message_id, kind) VALUES ($1, 'poison')")
+                .bind(m.id.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            outbox::enqueue(&mut tx, self.store.prefix(), m, &m.id.to_string()).await?;
+        }
+        commit(tx).await
+    }
+
+    async fn fault_for(&self, order_id: &str) -> Result<Option<u32>> {
+        let n: Option<i64> =
+            sqlx::query_scalar("SELECT fail_times FROM shop_faults WHERE order_id = $1")
+                .bind(order_id)
+                .fetch_optional(self.store.pool())
+                .await
+                .map_err(db)?;
+        Ok(n.map(|n| n as u32))
+    }
+
+    async fn record_attempt(&self, id: MessageId, attempt: u32) -> Result<()> {
+        sqlx::query("INSERT INTO shop_attempts (message_id, attempt, at) VALUES ($1, $2, $3)")
+            .bind(id.to_string())
+            .bind(i64::from(attempt))
+            .bind(now())
+            .execute(self.store.pool())
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn record_duplicate(&self, consumer: &str, id: MessageId) -> Result<()> {
+        sqlx::query("INSERT INTO shop_duplicates (consumer, message_id, at) VALUES ($1, $2, $3)")
+            .bind(consumer)
+            .bind(id.to_string())
+            .bind(now())
+            .execute(self.store.pool())
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn apply_inventory(&self, env: &Envelope) -> Result<InventoryResult> {
+        let order_id = env.data["order_id"]
+            .as_str()
+            .ok_or_else(|| bad("event without order_id"))?;
+        let mut tx = self.store.begin().await?;
+        if !inbox::claim(&mut tx, self.store.prefix(), INVENTORY, env.id).await? {
+            tx.rollback().await.map_err(db)?;
+            return Ok(InventoryResult::Duplicate);
+        }
+        // Serialise the aggregate: lock its version row (or the order row for the first version).
+        let last: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM shop_versions WHERE order_id = $1 FOR UPDATE")
+                .bind(order_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+        let last = last.map(|v| v as u64);
+        match check_version(last, env.aggregate.version, 1) {
+            VersionDecision::Apply => {}
+            VersionDecision::AlreadyApplied => {
+                commit(tx).await?;
+                return Ok(InventoryResult::Duplicate);
+            }
+            VersionDecision::Gap { .. } => {
+                tx.rollback().await.map_err(db)?;
+                return Ok(InventoryResult::Gap { last });
+            }
+        }
+        let result = match env.message_type.as_str() {
+            "order.created" => {
+                let sku = env.data["sku"]
+                    .as_str()
+                    .ok_or_else(|| bad("order.created without sku"))?;
+                let qty = env.data["qty"]
+                    .as_i64()
+                    .ok_or_else(|| bad("order.created without qty"))?;
+                let available: i64 = sqlx::query_scalar(
+                    "SELECT available FROM shop_stock WHERE sku = $1 FOR UPDATE",
+                )
+                .bind(sku)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?
+                .ok_or_else(|| bad(format!("no stock record for sku {sku}")))?;
+                if available < qty {
+                    let rejected = env
+                        .follow_up("inventory.reservation_rejected", INVENTORY)
+                        .aggregate("order", order_id, env.aggregate.version)
+                        .data(serde_json::json!({"order_id": order_id, "sku": sku, "qty": qty, "available": available, "reason": "out_of_stock"}))
+                        .build();
+                    let msg =
+                        OutgoingMessage::from_envelope(&rejected, "inventory.reservation_rejected");
+                    outbox::enqueue(
+                        &mut tx,
+                        self.store.prefix(),
+                        &msg,
+                        &rejected.aggregate.key(),
+                    )
+                    .await?;
+                    effect(&mut tx, INVENTORY, env, order_id, "rejected").await?;
+                    InventoryResult::Rejected
+                } else {
+                    sqlx::query("UPDATE shop_stock SET available = available - $1 WHERE sku = $2")
+                        .bind(qty)
+                        .bind(sku)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                    sqlx::query("INSERT INTO shop_reservations (order_id, sku, qty, status) VALUES ($1, $2, $3, 'reserved')")
+                        .bind(order_id)
+                        .bind(sku)
+                        .bind(qty)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                    effect(&mut tx, INVENTORY, env, order_id, "reserved").await?;
+                    InventoryResult::Applied
+                }
+            }
+            "order.cancelled" => {
+                let released: Option<(String, i64)> = sqlx::query_as(
+                    "UPDATE shop_reservations SET status = 'released' WHERE order_id = $1 AND status = 'reserved' RETURNING sku, qty",
+                )
+                .bind(order_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+                if let Some((sku, qty)) = released {
+                    sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
+                        .bind(qty)
+                        .bind(sku)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                }
+                effect(&mut tx, INVENTORY, env, order_id, "cancelled").await?;
+                InventoryResult::Applied
+            }
+            other => return Err(bad(format!("inventory does not handle {other}"))),
+        };
+        sqlx::query(
+            "INSERT INTO shop_versions (order_id, version) VALUES ($1, $2) ON CONFLICT (order_id) DO UPDATE SET version = excluded.version",
+        )
+        .bind(order_id)
+        .bind(env.aggregate.version as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        commit(tx).await?;
+        Ok(result)
+    }
+
+    async fn apply_rejection(&self, env: &Envelope) -> Result<InventoryResult> {
+        let order_id = env.data["order_id"]
+            .as_str()
+            .ok_or_else(|| bad("rejection without order_id"))?;
+        let mut tx = self.store.begin().await?;
+        if !inbox::claim(&mut tx, self.store.prefix(), ORDERS, env.id).await? {
+            tx.rollback().await.map_err(db)?;
+            return Ok(InventoryResult::Duplicate);
+        }
+        sqlx::query("UPDATE shop_orders SET status = 'rejected' WHERE id = $1")
+            .bind(order_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        effect(&mut tx, ORDERS, env, order_id, "rejection_applied").await?;
+        commit(tx).await?;
+        Ok(InventoryResult::Applied)
+    }
+
+    async fn arm_crash(&self, order_id: &str) -> Result<bool> {
+        let r = sqlx::query(
+            "INSERT INTO shop_crash (order_id, at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )
+        .bind(order_id)
+        .bind(now())
+        .execute(self.store.pool())
+        .await
+        .map_err(db)?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn reservations_of(&self, order_id: &str) -> Result<u64> {
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM shop_reservations WHERE order_id = $1")
+                .bind(order_id)
+                .fetch_one(self.store.pool())
+                .await
+                .map_err(db)?;
+        Ok(n as u64)
+    }
+
+    async fn duplicate_seen_for(&self, order_id: &str) -> Result<bool> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM shop_duplicates d JOIN shop_orders o ON o.created_msg = d.message_id WHERE o.id = $1",
+        )
+        .bind(order_id)
+        .fetch_one(self.store.pool())
+        .await
+        .map_err(db)?;
+        Ok(n > 0)
+    }
+
+    async fn published_events(&self, order_ids: &[String]) -> Result<Vec<OutgoingMessage>> {
+        let mut out = Vec::new();
+        let sql = format!(
+            "SELECT o.id::text, o.route, o.headers::text, o.body FROM {PREFIX}outbox o JOIN shop_orders s ON s.created_msg = o.id::text
+             WHERE s.id = $1 AND o.published_at IS NOT NULL"
+        );
+        for id in order_ids {
+            let row: Option<(String, String, String, Vec<u8>)> = sqlx::query_as(&sql)
+                .bind(id)
+                .fetch_optional(self.store.pool())
+                .await
+                .map_err(db)?;
+            if let Some((mid, route, headers, body)) = row {
+                out.push(OutgoingMessage {
+                    id: mid.parse().map_err(|_| bad("bad id in outbox"))?,
+                    route: Route::Topic(route),
+                    headers: serde_json::from_str(&headers).unwrap_or_default(),
+                    body,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn facts(&self, parked_ids: &[MessageId]) -> Result<ShopFacts> {
+        let pool = self.store.pool();
+        let count = |sql: &'static str| async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(pool)
+                .await
+                .map_err(db)
+        };
+        let produced: Vec<String> = sqlx::query_scalar("SELECT message_id FROM shop_messages")
+            .fetch_all(pool)
+            .await
+            .map_err(db)?;
+        let with_effect: HashSet<String> = sqlx::query_scalar(
+            "SELECT DISTINCT message_id FROM shop_effects WHERE consumer = 'inventory'",
+        )
+        .fetch_all(pool)
+        .await
+        .map_err(db)?
+        .into_iter()
+        .collect();
+        let parked: HashSet<String> = parked_ids.iter().map(ToString::to_string).collect();
+        let attempts: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT attempt, COUNT(*) FROM shop_attempts WHERE attempt > 0 GROUP BY attempt",
+        )
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+        Ok(ShopFacts {
+            orders: count("SELECT COUNT(*) FROM shop_orders").await? as u64,
+            messages: produced.len() as u64,
+            reserved: count("SELECT COUNT(DISTINCT order_id) FROM shop_reservations").await? as u64,
+            rejected: count("SELECT COUNT(*) FROM shop_orders WHERE status = 'rejected'").await? as u64,
+            cancelled: count("SELECT COUNT(*) FROM shop_effects WHERE kind = 'cancelled'").await? as u64,
+            lost_ids: produced.into_iter().filter(|m| !with_effect.contains(m) && !parked.contains(m)).collect(),
+            duplicate_effects: (count("SELECT COUNT(*) FROM (SELECT 1 FROM shop_effects GROUP BY consumer, message_id HAVING COUNT(*) > 1) d").await?
+                + count("SELECT COUNT(*) FROM (SELECT 1 FROM shop_reservations GROUP BY order_id HAVING COUNT(*) > 1) d").await?
+                + count("SELECT COUNT(*) FROM shop_orders o WHERE o.status = 'rejected' AND EXISTS (SELECT 1 FROM shop_reservations r WHERE r.order_id = o.id)").await?)
+                as u64,
+            order_violations: count("SELECT COUNT(*) FROM shop_effects WHERE consumer = 'inventory' AND ord_seq != version").await? as u64,
+            calls_by_attempt: attempts.into_iter().map(|(a, n)| (a as u32, n as u64)).collect::<BTreeMap<_, _>>(),
+            duplicates_absorbed: count("SELECT COUNT(*) FROM shop_duplicates").await? as u64,
+            stock_consistent: count(
+                "SELECT COUNT(*) FROM shop_stock s WHERE s.initial - s.available !=
+                 COALESCE((SELECT SUM(qty) FROM shop_reservations r WHERE r.sku = s.sku AND r.status = 'reserved'), 0)",
+            )
+            .await?
+                == 0,
+        })
+    }
+
+    async fn in_flight(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {PREFIX}queue"))
+            .fetch_one(self.store.pool())
+            .await
+            .map_err(db)?;
+        Ok(n as u64)
+    }
+
+    fn outbox(&self) -> Arc<dyn OutboxStore> {
+        Arc::new(self.store.outbox())
+    }
+
+    fn parking(&self) -> Arc<dyn ParkingStore> {
+        Arc::new(self.store.parking())
+    }
+}
