@@ -127,7 +127,8 @@ impl Default for TopologyConfig {
 impl TopologyConfig {
     /// Parse from TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text).map_err(|e| Error::new(ErrorKind::Config, format!("topology config: {e}")))?;
+        let cfg: Self = toml::from_str(text)
+            .map_err(|e| Error::new(ErrorKind::Config, format!("topology config: {e}")))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -143,8 +144,16 @@ impl TopologyConfig {
         }
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.consumers {
-            if c.name.is_empty() || !c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
-                return bad(format!("consumer name {:?} must be non-empty and use only [A-Za-z0-9._-]", c.name));
+            if c.name.is_empty()
+                || !c
+                    .name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch))
+            {
+                return bad(format!(
+                    "consumer name {:?} must be non-empty and use only [A-Za-z0-9._-]",
+                    c.name
+                ));
             }
             if !seen.insert(&c.name) {
                 return bad(format!("consumer {:?} is listed twice", c.name));

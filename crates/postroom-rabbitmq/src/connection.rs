@@ -24,7 +24,11 @@ pub struct BrokerOptions {
 
 impl Default for BrokerOptions {
     fn default() -> Self {
-        Self { reconnect_min: Duration::from_millis(500), reconnect_max: Duration::from_secs(30), connection_name: "postroom".into() }
+        Self {
+            reconnect_min: Duration::from_millis(500),
+            reconnect_max: Duration::from_secs(30),
+            connection_name: "postroom".into(),
+        }
     }
 }
 
@@ -45,7 +49,9 @@ pub struct Broker {
 
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Broker").field("connection_name", &self.options.connection_name).finish_non_exhaustive()
+        f.debug_struct("Broker")
+            .field("connection_name", &self.options.connection_name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -62,7 +68,11 @@ impl Broker {
         Ok(Arc::new(Self {
             uri: uri.to_string(),
             options,
-            state: tokio::sync::Mutex::new(LinkState { conn: Some(conn), backoff, not_before: Instant::now() }),
+            state: tokio::sync::Mutex::new(LinkState {
+                conn: Some(conn),
+                backoff,
+                not_before: Instant::now(),
+            }),
             stats: Arc::new(LinkStats::default()),
             topology: std::sync::Mutex::new(None),
         }))
@@ -101,14 +111,20 @@ impl Broker {
         if now < st.not_before {
             return Err(Error::new(
                 ErrorKind::Connection,
-                format!("broker connection lost; next reconnect in {} ms", (st.not_before - now).as_millis()),
+                format!(
+                    "broker connection lost; next reconnect in {} ms",
+                    (st.not_before - now).as_millis()
+                ),
             ));
         }
         match open(&self.uri, &self.options).await {
             Ok(conn) => {
                 self.stats.record_reconnect();
                 st.backoff.reset();
-                let ch = conn.create_channel().await.map_err(|e| amqp("opening a channel", e))?;
+                let ch = conn
+                    .create_channel()
+                    .await
+                    .map_err(|e| amqp("opening a channel", e))?;
                 let topology = self.topology.lock().expect("topology lock").clone();
                 if let Some(t) = topology {
                     crate::topology::amqp::declare(&ch, &t).await?;
@@ -129,10 +145,10 @@ impl Broker {
     /// Close the connection (graceful shutdown: unacked deliveries go back to their queues).
     pub async fn close(&self) {
         let mut st = self.state.lock().await;
-        if let Some(conn) = st.conn.take() {
-            if let Err(e) = conn.close(200, "postroom shutdown").await {
-                tracing::debug!(error = %e, "closing the connection");
-            }
+        if let Some(conn) = st.conn.take()
+            && let Err(e) = conn.close(200, "postroom shutdown").await
+        {
+            tracing::debug!(error = %e, "closing the connection");
         }
         st.not_before = Instant::now() + Duration::from_secs(3600 * 24 * 365);
     }
@@ -148,8 +164,11 @@ impl Broker {
 }
 
 async fn open(uri: &str, options: &BrokerOptions) -> Result<Connection> {
-    let props = ConnectionProperties::default().with_connection_name(options.connection_name.clone().into());
-    Connection::connect(uri, props).await.map_err(|e| amqp(format!("connecting to {}", redact(uri)), e))
+    let props = ConnectionProperties::default()
+        .with_connection_name(options.connection_name.clone().into());
+    Connection::connect(uri, props)
+        .await
+        .map_err(|e| amqp(format!("connecting to {}", redact(uri)), e))
 }
 
 /// The URI without its password, for logs.

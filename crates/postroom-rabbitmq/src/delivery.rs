@@ -13,7 +13,9 @@ use lapin::acker::Acker;
 use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use postroom_core::consumer::retry_headers;
 use postroom_core::transport::Handback;
-use postroom_core::{Delivery, Error, ErrorKind, MessageId, ParkedMessage, ReceivedMessage, RetryPlan};
+use postroom_core::{
+    Delivery, Error, ErrorKind, MessageId, ParkedMessage, ReceivedMessage, RetryPlan,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -55,7 +57,10 @@ impl RabbitDelivery {
         if self.channel_alive.load(Ordering::SeqCst) {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::Closed, "the delivery's channel was closed; the broker redelivers the message"))
+            Err(Error::new(
+                ErrorKind::Closed,
+                "the delivery's channel was closed; the broker redelivers the message",
+            ))
         }
     }
 
@@ -114,7 +119,11 @@ impl Delivery for RabbitDelivery {
                     }
                 }
             }
-            RetryStyle::RejectDlx => match self.acker.reject(BasicRejectOptions { requeue: false }).await {
+            RetryStyle::RejectDlx => match self
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await
+            {
                 // The work queue's policy dead-letters it (at least once) into the delay stage.
                 Ok(()) => {
                     self.ctx.settled_ok.store(true, Ordering::SeqCst);

@@ -8,9 +8,9 @@ use postroom_core::{Error, ErrorKind};
 #[must_use]
 pub fn kind_of(e: &lapin::Error) -> ErrorKind {
     match e {
-        lapin::Error::IOError(_) | lapin::Error::InvalidConnectionState(_) | lapin::Error::MissingHeartbeatError => {
-            ErrorKind::Connection
-        }
+        lapin::Error::IOError(_)
+        | lapin::Error::InvalidConnectionState(_)
+        | lapin::Error::MissingHeartbeatError => ErrorKind::Connection,
         lapin::Error::InvalidChannel(_) | lapin::Error::InvalidChannelState(_) => ErrorKind::Closed,
         lapin::Error::ChannelsLimitReached
         | lapin::Error::InvalidProtocolVersion(_)
@@ -19,15 +19,17 @@ pub fn kind_of(e: &lapin::Error) -> ErrorKind {
         lapin::Error::ProtocolError(amqp) => match amqp.kind() {
             AMQPErrorKind::Soft(soft) => match soft {
                 AMQPSoftError::NOTFOUND => ErrorKind::NotFound,
-                AMQPSoftError::ACCESSREFUSED | AMQPSoftError::PRECONDITIONFAILED => ErrorKind::Config,
+                AMQPSoftError::ACCESSREFUSED | AMQPSoftError::PRECONDITIONFAILED => {
+                    ErrorKind::Config
+                }
                 AMQPSoftError::RESOURCELOCKED => ErrorKind::Busy,
                 AMQPSoftError::NOROUTE | AMQPSoftError::NOCONSUMERS => ErrorKind::Unroutable,
                 AMQPSoftError::CONTENTTOOLARGE => ErrorKind::InvalidData,
             },
             AMQPErrorKind::Hard(hard) => match hard {
-                AMQPHardError::CONNECTIONFORCED | AMQPHardError::RESOURCEERROR | AMQPHardError::INTERNALERROR => {
-                    ErrorKind::Connection
-                }
+                AMQPHardError::CONNECTIONFORCED
+                | AMQPHardError::RESOURCEERROR
+                | AMQPHardError::INTERNALERROR => ErrorKind::Connection,
                 AMQPHardError::NOTALLOWED | AMQPHardError::INVALIDPATH => ErrorKind::Config,
                 AMQPHardError::FRAMEERROR
                 | AMQPHardError::SYNTAXERROR
@@ -52,5 +54,12 @@ pub fn amqp(what: impl Into<String>, e: lapin::Error) -> Error {
 /// Whether the channel (or connection) the error came from must be rebuilt.
 #[must_use]
 pub fn breaks_channel(kind: ErrorKind) -> bool {
-    matches!(kind, ErrorKind::Connection | ErrorKind::Closed | ErrorKind::NotFound | ErrorKind::Config | ErrorKind::Io)
+    matches!(
+        kind,
+        ErrorKind::Connection
+            | ErrorKind::Closed
+            | ErrorKind::NotFound
+            | ErrorKind::Config
+            | ErrorKind::Io
+    )
 }

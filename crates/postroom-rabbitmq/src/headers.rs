@@ -11,7 +11,10 @@ use postroom_core::Headers;
 pub fn to_field_table(headers: &Headers) -> FieldTable {
     let mut t = FieldTable::default();
     for (k, v) in headers {
-        t.insert(ShortString::from(k.as_str()), AMQPValue::LongString(LongString::from(v.as_bytes())));
+        t.insert(
+            ShortString::from(k.as_str()),
+            AMQPValue::LongString(LongString::from(v.as_bytes())),
+        );
     }
     t
 }
@@ -88,7 +91,9 @@ pub fn x_deaths(table: Option<&FieldTable>) -> Vec<XDeath> {
                     reason: get("reason").and_then(value_text).unwrap_or_default(),
                     count: get("count").and_then(as_u64).unwrap_or(1),
                     time: match get("time") {
-                        Some(AMQPValue::Timestamp(ts)) => i64::try_from(*ts).ok().and_then(|s| Utc.timestamp_opt(s, 0).single()),
+                        Some(AMQPValue::Timestamp(ts)) => i64::try_from(*ts)
+                            .ok()
+                            .and_then(|s| Utc.timestamp_opt(s, 0).single()),
                         _ => None,
                     },
                 })
@@ -102,7 +107,11 @@ pub fn x_deaths(table: Option<&FieldTable>) -> Vec<XDeath> {
 /// limit: the number of reject+DLX loops it made.
 #[must_use]
 pub fn loops_from(deaths: &[XDeath], queue: &str) -> u64 {
-    deaths.iter().filter(|d| d.queue == queue && (d.reason == "rejected" || d.reason == "delivery_limit")).map(|d| d.count).sum()
+    deaths
+        .iter()
+        .filter(|d| d.queue == queue && (d.reason == "rejected" || d.reason == "delivery_limit"))
+        .map(|d| d.count)
+        .sum()
 }
 
 #[cfg(test)]
@@ -120,7 +129,10 @@ mod tests {
         death.insert("reason".into(), AMQPValue::LongString("rejected".into()));
         death.insert("count".into(), AMQPValue::LongLongInt(3));
         death.insert("time".into(), AMQPValue::Timestamp(1_700_000_000));
-        t.insert("x-death".into(), AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death)])));
+        t.insert(
+            "x-death".into(),
+            AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death)])),
+        );
         t.insert("x-delivery-count".into(), AMQPValue::LongInt(1));
         let back = from_field_table(Some(&t));
         assert_eq!(back.get("x-retry-attempt").map(String::as_str), Some("2"));

@@ -116,16 +116,33 @@ pub fn encode_segment(s: &str) -> String {
 impl ManagementApi {
     /// A client for `url` (`http://user:password@host:15672`) and `vhost`.
     pub fn new(url: &str, vhost: &str) -> Result<Self> {
-        let mut base = Url::parse(url).map_err(|e| Error::new(ErrorKind::Config, format!("management API URL {url:?}: {e}")))?;
-        let user = if base.username().is_empty() { "guest".to_string() } else { base.username().to_string() };
+        let mut base = Url::parse(url).map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!("management API URL {url:?}: {e}"),
+            )
+        })?;
+        let user = if base.username().is_empty() {
+            "guest".to_string()
+        } else {
+            base.username().to_string()
+        };
         let password = base.password().unwrap_or("guest").to_string();
         let _ = base.set_username("");
         let _ = base.set_password(None);
         let client = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(15))
             .build()
-            .map_err(|e| Error::new(ErrorKind::Config, "building the HTTP client").with_source(e))?;
-        Ok(Self { client, base, user, password, vhost: vhost.to_string() })
+            .map_err(|e| {
+                Error::new(ErrorKind::Config, "building the HTTP client").with_source(e)
+            })?;
+        Ok(Self {
+            client,
+            base,
+            user,
+            password,
+            vhost: vhost.to_string(),
+        })
     }
 
     /// The vhost.
@@ -135,7 +152,9 @@ impl ManagementApi {
     }
 
     fn url(&self, path: &str) -> Result<Url> {
-        self.base.join(path).map_err(|e| Error::new(ErrorKind::Config, format!("bad API path {path}: {e}")))
+        self.base
+            .join(path)
+            .map_err(|e| Error::new(ErrorKind::Config, format!("bad API path {path}: {e}")))
     }
 
     fn v(&self) -> String {
@@ -143,38 +162,59 @@ impl ManagementApi {
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Option<Value>> {
-        let mut req = self.client.request(method.clone(), self.url(path)?).basic_auth(&self.user, Some(&self.password));
+        let mut req = self
+            .client
+            .request(method.clone(), self.url(path)?)
+            .basic_auth(&self.user, Some(&self.password));
         if let Some(b) = body {
             req = req.json(&b);
         }
         let resp = req.send().await.map_err(|e| {
-            let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Connection };
+            let kind = if e.is_timeout() {
+                ErrorKind::Timeout
+            } else {
+                ErrorKind::Connection
+            };
             Error::new(kind, format!("management API {method} {path}")).with_source(e)
         })?;
         let status = resp.status();
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
-        let text = resp.text().await.map_err(|e| Error::new(ErrorKind::Connection, "reading API response").with_source(e))?;
+        let text = resp.text().await.map_err(|e| {
+            Error::new(ErrorKind::Connection, "reading API response").with_source(e)
+        })?;
         if !status.is_success() {
             let kind = match status.as_u16() {
                 401 | 403 | 400 => ErrorKind::Config,
                 408 | 504 => ErrorKind::Timeout,
                 _ => ErrorKind::Io,
             };
-            return Err(Error::new(kind, format!("management API {method} {path}: {status}: {text}")));
+            return Err(Error::new(
+                kind,
+                format!("management API {method} {path}: {status}: {text}"),
+            ));
         }
         if text.trim().is_empty() {
             return Ok(Some(Value::Null));
         }
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::new(ErrorKind::InvalidData, format!("management API {path}: bad JSON")).with_source(e))
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("management API {path}: bad JSON"),
+            )
+            .with_source(e)
+        })
     }
 
     async fn list<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<Vec<T>> {
-        let v = self.call(Method::GET, path, None).await?.unwrap_or(Value::Array(Vec::new()));
-        serde_json::from_value(v).map_err(|e| Error::new(ErrorKind::InvalidData, format!("management API {path}")).with_source(e))
+        let v = self
+            .call(Method::GET, path, None)
+            .await?
+            .unwrap_or(Value::Array(Vec::new()));
+        serde_json::from_value(v).map_err(|e| {
+            Error::new(ErrorKind::InvalidData, format!("management API {path}")).with_source(e)
+        })
     }
 
     /// Exchanges of the vhost.
@@ -189,11 +229,18 @@ impl ManagementApi {
 
     /// One queue; `None` when it does not exist.
     pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
-        match self.call(Method::GET, &format!("api/queues/{}/{}", self.v(), encode_segment(name)), None).await? {
+        match self
+            .call(
+                Method::GET,
+                &format!("api/queues/{}/{}", self.v(), encode_segment(name)),
+                None,
+            )
+            .await?
+        {
             None => Ok(None),
-            Some(v) => serde_json::from_value(v)
-                .map(Some)
-                .map_err(|e| Error::new(ErrorKind::InvalidData, format!("queue {name}")).with_source(e)),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                Error::new(ErrorKind::InvalidData, format!("queue {name}")).with_source(e)
+            }),
         }
     }
 
@@ -210,41 +257,86 @@ impl ManagementApi {
     /// Create or replace a policy.
     pub async fn put_policy(&self, p: &PolicyInfo) -> Result<()> {
         let body = json!({"pattern": p.pattern, "apply-to": p.apply_to, "definition": p.definition, "priority": p.priority});
-        self.call(Method::PUT, &format!("api/policies/{}/{}", self.v(), encode_segment(&p.name)), Some(body)).await?;
+        self.call(
+            Method::PUT,
+            &format!("api/policies/{}/{}", self.v(), encode_segment(&p.name)),
+            Some(body),
+        )
+        .await?;
         Ok(())
     }
 
     /// Delete a policy (absent is fine).
     pub async fn delete_policy(&self, name: &str) -> Result<()> {
-        self.call(Method::DELETE, &format!("api/policies/{}/{}", self.v(), encode_segment(name)), None).await?;
+        self.call(
+            Method::DELETE,
+            &format!("api/policies/{}/{}", self.v(), encode_segment(name)),
+            None,
+        )
+        .await?;
         Ok(())
     }
 
     /// Declare a durable exchange.
-    pub async fn declare_exchange(&self, name: &str, kind: &str, arguments: Map<String, Value>) -> Result<()> {
+    pub async fn declare_exchange(
+        &self,
+        name: &str,
+        kind: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<()> {
         let body = json!({"type": kind, "durable": true, "auto_delete": false, "internal": false, "arguments": arguments});
-        self.call(Method::PUT, &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)), Some(body)).await?;
+        self.call(
+            Method::PUT,
+            &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)),
+            Some(body),
+        )
+        .await?;
         Ok(())
     }
 
     /// Declare a durable queue.
     pub async fn declare_queue(&self, name: &str, arguments: Map<String, Value>) -> Result<()> {
         let body = json!({"durable": true, "auto_delete": false, "arguments": arguments});
-        self.call(Method::PUT, &format!("api/queues/{}/{}", self.v(), encode_segment(name)), Some(body)).await?;
+        self.call(
+            Method::PUT,
+            &format!("api/queues/{}/{}", self.v(), encode_segment(name)),
+            Some(body),
+        )
+        .await?;
         Ok(())
     }
 
     /// Bind `destination` (a queue, or an exchange when `to_exchange`) to `source` with `key`.
-    pub async fn bind(&self, source: &str, destination: &str, to_exchange: bool, key: &str) -> Result<()> {
+    pub async fn bind(
+        &self,
+        source: &str,
+        destination: &str,
+        to_exchange: bool,
+        key: &str,
+    ) -> Result<()> {
         let kind = if to_exchange { "e" } else { "q" };
-        let path = format!("api/bindings/{}/e/{}/{kind}/{}", self.v(), encode_segment(source), encode_segment(destination));
-        self.call(Method::POST, &path, Some(json!({"routing_key": key, "arguments": {}}))).await?;
+        let path = format!(
+            "api/bindings/{}/e/{}/{kind}/{}",
+            self.v(),
+            encode_segment(source),
+            encode_segment(destination)
+        );
+        self.call(
+            Method::POST,
+            &path,
+            Some(json!({"routing_key": key, "arguments": {}})),
+        )
+        .await?;
         Ok(())
     }
 
     /// Delete a binding.
     pub async fn unbind(&self, b: &BindingInfo) -> Result<()> {
-        let kind = if b.destination_type == "exchange" { "e" } else { "q" };
+        let kind = if b.destination_type == "exchange" {
+            "e"
+        } else {
+            "q"
+        };
         let path = format!(
             "api/bindings/{}/e/{}/{kind}/{}/{}",
             self.v(),
@@ -258,13 +350,23 @@ impl ManagementApi {
 
     /// Delete a queue (absent is fine).
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
-        self.call(Method::DELETE, &format!("api/queues/{}/{}", self.v(), encode_segment(name)), None).await?;
+        self.call(
+            Method::DELETE,
+            &format!("api/queues/{}/{}", self.v(), encode_segment(name)),
+            None,
+        )
+        .await?;
         Ok(())
     }
 
     /// Delete an exchange (absent is fine).
     pub async fn delete_exchange(&self, name: &str) -> Result<()> {
-        self.call(Method::DELETE, &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)), None).await?;
+        self.call(
+            Method::DELETE,
+            &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)),
+            None,
+        )
+        .await?;
         Ok(())
     }
 
@@ -272,15 +374,27 @@ impl ManagementApi {
     /// decommissioning a workload). Returns how many objects were deleted.
     pub async fn delete_everything_named(&self, prefix: &str) -> Result<usize> {
         let mut n = 0;
-        for p in self.policies().await?.into_iter().filter(|p| p.name.starts_with(prefix) || p.name.starts_with(&format!("postroom:{prefix}"))) {
+        for p in self.policies().await?.into_iter().filter(|p| {
+            p.name.starts_with(prefix) || p.name.starts_with(&format!("postroom:{prefix}"))
+        }) {
             self.delete_policy(&p.name).await?;
             n += 1;
         }
-        for q in self.queues().await?.into_iter().filter(|q| q.name.starts_with(prefix)) {
+        for q in self
+            .queues()
+            .await?
+            .into_iter()
+            .filter(|q| q.name.starts_with(prefix))
+        {
             self.delete_queue(&q.name).await?;
             n += 1;
         }
-        for e in self.exchanges().await?.into_iter().filter(|e| e.name.starts_with(prefix)) {
+        for e in self
+            .exchanges()
+            .await?
+            .into_iter()
+            .filter(|e| e.name.starts_with(prefix))
+        {
             self.delete_exchange(&e.name).await?;
             n += 1;
         }

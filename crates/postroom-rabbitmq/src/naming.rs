@@ -27,7 +27,11 @@ impl ConsumerNames {
     /// Names for `consumer` under `prefix` (empty prefix: no prefix).
     #[must_use]
     pub fn new(prefix: &str, consumer: &str) -> Self {
-        let work_queue = if prefix.is_empty() { consumer.to_string() } else { format!("{prefix}.{consumer}") };
+        let work_queue = if prefix.is_empty() {
+            consumer.to_string()
+        } else {
+            format!("{prefix}.{consumer}")
+        };
         Self {
             consumer: consumer.to_string(),
             retry_exchange: format!("{work_queue}.retry"),
@@ -68,7 +72,10 @@ mod tests {
         assert_eq!(n.retry_exchange, "inventory.orders.retry");
         assert_eq!(n.dlx_exchange, "inventory.orders.dlx");
         assert_eq!(n.parking_queue, "inventory.orders.parking");
-        assert_eq!(n.retry_queue(Duration::from_secs(30)), "inventory.orders.retry.30s");
+        assert_eq!(
+            n.retry_queue(Duration::from_secs(30)),
+            "inventory.orders.retry.30s"
+        );
         assert_eq!(ConsumerNames::new("", "orders").work_queue, "orders");
     }
 }

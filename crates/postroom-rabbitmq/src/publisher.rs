@@ -13,7 +13,9 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::publisher_confirm::Confirmation;
 use lapin::{BasicProperties, Channel};
 use postroom_core::metrics as m;
-use postroom_core::{Error, ErrorKind, Headers, MessageId, OutgoingMessage, Publisher, Result, Route};
+use postroom_core::{
+    Error, ErrorKind, Headers, MessageId, OutgoingMessage, Publisher, Result, Route,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,7 +46,9 @@ pub struct ConfirmingPublisher {
 
 impl std::fmt::Debug for ConfirmingPublisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConfirmingPublisher").field("exchange", &self.exchange).finish_non_exhaustive()
+        f.debug_struct("ConfirmingPublisher")
+            .field("exchange", &self.exchange)
+            .finish_non_exhaustive()
     }
 }
 
@@ -54,7 +58,13 @@ impl ConfirmingPublisher {
     #[must_use]
     pub fn new(broker: Arc<Broker>, config: &TopologyConfig) -> Self {
         let stats = broker.stats();
-        Self { broker, exchange: config.exchange.clone(), prefix: config.prefix.clone(), channel: tokio::sync::Mutex::new(None), stats }
+        Self {
+            broker,
+            exchange: config.exchange.clone(),
+            prefix: config.prefix.clone(),
+            channel: tokio::sync::Mutex::new(None),
+            stats,
+        }
     }
 
     /// Where a route goes: a topic to the work exchange with the topic as routing key; a
@@ -73,7 +83,10 @@ impl ConfirmingPublisher {
 
     /// Publish one message and wait for its confirm.
     pub async fn send(&self, item: Outbound<'_>) -> Result<()> {
-        self.send_batch(&[item]).await.pop().unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result")))
+        self.send_batch(&[item])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result")))
     }
 
     async fn ensure_channel(&self, slot: &mut Option<Channel>) -> Result<Channel> {
@@ -81,7 +94,9 @@ impl ConfirmingPublisher {
             return Ok(ch.clone());
         }
         let ch = self.broker.channel().await?;
-        ch.confirm_select(ConfirmSelectOptions::default()).await.map_err(|e| amqp("enabling publisher confirms", e))?;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| amqp("enabling publisher confirms", e))?;
         *slot = Some(ch.clone());
         Ok(ch)
     }
@@ -91,7 +106,12 @@ impl ConfirmingPublisher {
         let mut slot = self.channel.lock().await;
         let ch = match self.ensure_channel(&mut slot).await {
             Ok(ch) => ch,
-            Err(e) => return items.iter().map(|_| Err(Error::new(e.kind(), e.to_string()))).collect(),
+            Err(e) => {
+                return items
+                    .iter()
+                    .map(|_| Err(Error::new(e.kind(), e.to_string())))
+                    .collect();
+            }
         };
         let started = Instant::now();
         let mut in_flight = Vec::with_capacity(items.len());
@@ -101,8 +121,14 @@ impl ConfirmingPublisher {
                 .with_delivery_mode(2)
                 .with_content_type("application/json".into())
                 .with_headers(to_field_table(it.headers));
-            let opts = BasicPublishOptions { mandatory: true, immediate: false };
-            in_flight.push(ch.basic_publish(it.exchange, it.routing_key, opts, it.body, props).await);
+            let opts = BasicPublishOptions {
+                mandatory: true,
+                immediate: false,
+            };
+            in_flight.push(
+                ch.basic_publish(it.exchange, it.routing_key, opts, it.body, props)
+                    .await,
+            );
         }
         let outcomes = join_all(in_flight.into_iter().map(|p| async move {
             match p {
@@ -111,14 +137,21 @@ impl ConfirmingPublisher {
             }
         }))
         .await;
-        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => TRANSPORT).record(started.elapsed().as_secs_f64());
+        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => TRANSPORT)
+            .record(started.elapsed().as_secs_f64());
 
         // Returns ride on whichever confirm lapin resolved next, not necessarily their own:
         // match them to messages by message id.
         let mut returned: HashMap<String, String> = HashMap::new();
         for o in &outcomes {
             if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = o {
-                let id = r.delivery.properties.message_id().as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+                let id = r
+                    .delivery
+                    .properties
+                    .message_id()
+                    .as_ref()
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default();
                 returned.insert(id, format!("{} {}", r.reply_code, r.reply_text));
             }
         }
@@ -167,15 +200,29 @@ impl ConfirmingPublisher {
 impl Publisher for ConfirmingPublisher {
     async fn publish(&self, message: &OutgoingMessage) -> Result<()> {
         let (exchange, key) = self.address(&message.route);
-        self.send(Outbound { exchange: &exchange, routing_key: &key, id: message.id, headers: &message.headers, body: &message.body }).await
+        self.send(Outbound {
+            exchange: &exchange,
+            routing_key: &key,
+            id: message.id,
+            headers: &message.headers,
+            body: &message.body,
+        })
+        .await
     }
 
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<Result<()>> {
-        let addresses: Vec<(String, String)> = messages.iter().map(|m| self.address(&m.route)).collect();
+        let addresses: Vec<(String, String)> =
+            messages.iter().map(|m| self.address(&m.route)).collect();
         let items: Vec<Outbound<'_>> = messages
             .iter()
             .zip(&addresses)
-            .map(|(m, (e, k))| Outbound { exchange: e, routing_key: k, id: m.id, headers: &m.headers, body: &m.body })
+            .map(|(m, (e, k))| Outbound {
+                exchange: e,
+                routing_key: k,
+                id: m.id,
+                headers: &m.headers,
+                body: &m.body,
+            })
             .collect();
         self.send_batch(&items).await
     }

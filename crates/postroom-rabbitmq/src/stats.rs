@@ -21,12 +21,14 @@ impl LinkStats {
     /// A new connection was made after the first one.
     pub fn record_reconnect(&self) {
         self.reconnects.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::RECONNECTS, "transport" => TRANSPORT, "level" => "connection").increment(1);
+        metrics::counter!(m::RECONNECTS, "transport" => TRANSPORT, "level" => "connection")
+            .increment(1);
     }
     /// A consumer channel was closed and opened again.
     pub fn record_channel_rebuild(&self) {
         self.channel_rebuilds.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::RECONNECTS, "transport" => TRANSPORT, "level" => "channel").increment(1);
+        metrics::counter!(m::RECONNECTS, "transport" => TRANSPORT, "level" => "channel")
+            .increment(1);
     }
     /// The broker cancelled a consumer (queue deleted, node down).
     pub fn record_cancellation(&self) {

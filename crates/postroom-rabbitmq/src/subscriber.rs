@@ -39,7 +39,12 @@ impl SubscriberOptions {
     /// Options with this prefetch and default rebuild delays (0.5 s up to 30 s).
     #[must_use]
     pub fn new(prefetch: u16) -> Self {
-        Self { prefetch, queue: None, rebuild_min: Duration::from_millis(500), rebuild_max: Duration::from_secs(30) }
+        Self {
+            prefetch,
+            queue: None,
+            rebuild_min: Duration::from_millis(500),
+            rebuild_max: Duration::from_secs(30),
+        }
     }
 }
 
@@ -62,7 +67,9 @@ pub struct RabbitSubscriber {
 
 impl std::fmt::Debug for RabbitSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RabbitSubscriber").field("queue", &self.queue).finish_non_exhaustive()
+        f.debug_struct("RabbitSubscriber")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
     }
 }
 
@@ -83,7 +90,10 @@ impl RabbitSubscriber {
             ));
         }
         let names = ConsumerNames::new(&config.prefix, consumer);
-        let queue = options.queue.clone().unwrap_or_else(|| names.work_queue.clone());
+        let queue = options
+            .queue
+            .clone()
+            .unwrap_or_else(|| names.work_queue.clone());
         let stats = broker.stats();
         let ctx = Arc::new(DeliveryContext {
             names,
@@ -93,7 +103,15 @@ impl RabbitSubscriber {
             settled_ok: AtomicBool::new(false),
         });
         let backoff = Backoff::new(options.rebuild_min, options.rebuild_max);
-        Ok(Self { broker, ctx, queue, options, link: None, backoff, stats })
+        Ok(Self {
+            broker,
+            ctx,
+            queue,
+            options,
+            link: None,
+            backoff,
+            stats,
+        })
     }
 
     /// The queue consumed.
@@ -105,7 +123,11 @@ impl RabbitSubscriber {
     async fn drop_link(&mut self) {
         if let Some(link) = self.link.take() {
             link.alive.store(false, Ordering::SeqCst);
-            let _ = tokio::time::timeout(Duration::from_secs(5), link.channel.close(200, "postroom: rebuilding channel")).await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                link.channel.close(200, "postroom: rebuilding channel"),
+            )
+            .await;
         }
     }
 
@@ -115,12 +137,28 @@ impl RabbitSubscriber {
             .basic_qos(self.options.prefetch, BasicQosOptions::default())
             .await
             .map_err(|e| amqp("setting prefetch", e))?;
-        let tag = format!("postroom-{}-{}", self.ctx.names.consumer, &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let tag = format!(
+            "postroom-{}-{}",
+            self.ctx.names.consumer,
+            &uuid::Uuid::now_v7().simple().to_string()[20..]
+        );
         let consumer = channel
-            .basic_consume(&self.queue, &tag, BasicConsumeOptions { no_ack: false, ..BasicConsumeOptions::default() }, FieldTable::default())
+            .basic_consume(
+                &self.queue,
+                &tag,
+                BasicConsumeOptions {
+                    no_ack: false,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
             .await
             .map_err(|e| amqp(format!("consuming {}", self.queue), e))?;
-        self.link = Some(Link { channel, consumer, alive: Arc::new(AtomicBool::new(true)) });
+        self.link = Some(Link {
+            channel,
+            consumer,
+            alive: Arc::new(AtomicBool::new(true)),
+        });
         Ok(())
     }
 
@@ -138,12 +176,23 @@ impl RabbitSubscriber {
             let deaths = x_deaths(d.properties.headers().as_ref());
             let loops = loops_from(&deaths, &self.ctx.names.work_queue);
             headers.insert(h::RETRY_ATTEMPT.into(), loops.to_string());
-            if let Some(first) = deaths.iter().filter(|x| x.queue == self.ctx.names.work_queue).filter_map(|x| x.time).min() {
-                headers.entry(h::FIRST_FAILURE_AT.into()).or_insert_with(|| first.to_rfc3339());
+            if let Some(first) = deaths
+                .iter()
+                .filter(|x| x.queue == self.ctx.names.work_queue)
+                .filter_map(|x| x.time)
+                .min()
+            {
+                headers
+                    .entry(h::FIRST_FAILURE_AT.into())
+                    .or_insert_with(|| first.to_rfc3339());
             }
         }
         ReceivedMessage {
-            id: d.properties.message_id().as_ref().and_then(|s| s.as_str().parse::<MessageId>().ok()),
+            id: d
+                .properties
+                .message_id()
+                .as_ref()
+                .and_then(|s| s.as_str().parse::<MessageId>().ok()),
             routing_key: d.routing_key.as_str().to_string(),
             headers,
             body: d.data.clone(),
@@ -176,16 +225,28 @@ impl Subscriber for RabbitSubscriber {
             Ok(None) => {
                 self.stats.record_cancellation();
                 self.drop_link().await;
-                Err(Error::new(ErrorKind::Closed, format!("the broker cancelled the consumer of {}", self.queue)))
+                Err(Error::new(
+                    ErrorKind::Closed,
+                    format!("the broker cancelled the consumer of {}", self.queue),
+                ))
             }
             Ok(Some(Err(e))) => {
                 self.drop_link().await;
                 Err(amqp(format!("consuming {}", self.queue), e))
             }
             Ok(Some(Ok(d))) => {
-                let alive = self.link.as_ref().map(|l| l.alive.clone()).expect("link present");
+                let alive = self
+                    .link
+                    .as_ref()
+                    .map(|l| l.alive.clone())
+                    .expect("link present");
                 let message = self.received(&d);
-                Ok(Some(RabbitDelivery { acker: d.acker, message, channel_alive: alive, ctx: self.ctx.clone() }))
+                Ok(Some(RabbitDelivery {
+                    acker: d.acker,
+                    message,
+                    channel_alive: alive,
+                    ctx: self.ctx.clone(),
+                }))
             }
         }
     }

@@ -10,7 +10,12 @@ use postroom_rabbitmq::management::PolicyInfo;
 use std::time::Instant;
 
 fn msg(topic: &str, n: usize) -> OutgoingMessage {
-    OutgoingMessage { id: MessageId::new(), route: Route::Topic(topic.into()), headers: Default::default(), body: format!("{{\"n\":{n}}}").into_bytes() }
+    OutgoingMessage {
+        id: MessageId::new(),
+        route: Route::Topic(topic.into()),
+        headers: Default::default(),
+        body: format!("{{\"n\":{n}}}").into_bytes(),
+    }
 }
 
 #[tokio::test]
@@ -18,7 +23,9 @@ async fn unroutable_mandatory_publish_is_an_unroutable_error() {
     let t = TestRabbit::new("1s").await;
     t.add_consumer("pub", &["routed"]).await;
     let p = t.publisher();
-    p.publish(&msg("routed", 0)).await.expect("a routed message is confirmed");
+    p.publish(&msg("routed", 0))
+        .await
+        .expect("a routed message is confirmed");
     let err = p.publish(&msg("nobody.listens", 1)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unroutable, "{err}");
     assert!(err.is_transient());
@@ -26,9 +33,18 @@ async fn unroutable_mandatory_publish_is_an_unroutable_error() {
     // The channel is still good after a return.
     p.publish(&msg("routed", 2)).await.unwrap();
     // A redrive route to a consumer that does not exist is returned too.
-    let redrive = OutgoingMessage { route: Route::Consumer("ghost".into()), ..msg("x", 3) };
-    assert_eq!(p.publish(&redrive).await.unwrap_err().kind(), ErrorKind::NotFound, "no such retry exchange");
-    p.publish(&msg("routed", 4)).await.expect("the publisher reopens its channel after a channel error");
+    let redrive = OutgoingMessage {
+        route: Route::Consumer("ghost".into()),
+        ..msg("x", 3)
+    };
+    assert_eq!(
+        p.publish(&redrive).await.unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "no such retry exchange"
+    );
+    p.publish(&msg("routed", 4))
+        .await
+        .expect("the publisher reopens its channel after a channel error");
 }
 
 #[tokio::test]
@@ -41,10 +57,19 @@ async fn pipelined_batch_of_1000_gets_1000_results() {
     let results = p.publish_batch(&batch).await;
     let took = started.elapsed();
     assert_eq!(results.len(), 1000);
-    assert!(results.iter().all(Result::is_ok), "{:?}", results.iter().find(|r| r.is_err()));
+    assert!(
+        results.iter().all(Result::is_ok),
+        "{:?}",
+        results.iter().find(|r| r.is_err())
+    );
     eprintln!("1000 pipelined confirms in {took:?}");
     let q = topo.names("batch").work_queue;
-    assert!(common::eventually(std::time::Duration::from_secs(15), || async { t.queue_messages(&q).await == 1000 }).await);
+    assert!(
+        common::eventually(std::time::Duration::from_secs(15), || async {
+            t.queue_messages(&q).await == 1000
+        })
+        .await
+    );
 }
 
 #[tokio::test]
@@ -52,11 +77,17 @@ async fn mixed_batch_matches_each_return_to_its_own_message() {
     let t = TestRabbit::new("1s").await;
     t.add_consumer("mixed", &["ok"]).await;
     let p = t.publisher();
-    let batch: Vec<_> = (0..200).map(|i| msg(if i % 7 == 3 { "lost" } else { "ok" }, i)).collect();
+    let batch: Vec<_> = (0..200)
+        .map(|i| msg(if i % 7 == 3 { "lost" } else { "ok" }, i))
+        .collect();
     let results = p.publish_batch(&batch).await;
     for (i, r) in results.iter().enumerate() {
         if i % 7 == 3 {
-            assert_eq!(r.as_ref().unwrap_err().kind(), ErrorKind::Unroutable, "message {i}");
+            assert_eq!(
+                r.as_ref().unwrap_err().kind(),
+                ErrorKind::Unroutable,
+                "message {i}"
+            );
         } else {
             assert!(r.is_ok(), "message {i}: {r:?}");
         }
@@ -72,7 +103,13 @@ async fn reject_publish_overflow_is_a_nack() {
     let mut def = serde_json::Map::new();
     def.insert("max-length".into(), 1.into());
     def.insert("overflow".into(), "reject-publish".into());
-    let cap = PolicyInfo { name: format!("{}-cap", t.prefix), pattern: format!("^{}$", q.replace('.', "\\.")), apply_to: "queues".into(), definition: def, priority: 100 };
+    let cap = PolicyInfo {
+        name: format!("{}-cap", t.prefix),
+        pattern: format!("^{}$", q.replace('.', "\\.")),
+        apply_to: "queues".into(),
+        definition: def,
+        priority: 100,
+    };
     t.api.put_policy(&cap).await.unwrap();
     assert!(
         common::eventually(std::time::Duration::from_secs(15), || async {

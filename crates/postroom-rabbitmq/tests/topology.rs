@@ -10,7 +10,14 @@ use std::time::Duration;
 /// The queue once the broker shows a policy on it (policies apply asynchronously).
 async fn with_policy(t: &TestRabbit, name: &str) -> QueueInfo {
     assert!(
-        eventually(Duration::from_secs(15), || async { t.api.queue(name).await.unwrap().is_some_and(|q| q.policy.is_some()) }).await,
+        eventually(Duration::from_secs(15), || async {
+            t.api
+                .queue(name)
+                .await
+                .unwrap()
+                .is_some_and(|q| q.policy.is_some())
+        })
+        .await,
         "policy applied to {name}"
     );
     t.api.queue(name).await.unwrap().unwrap()
@@ -20,10 +27,18 @@ use postroom_rabbitmq::{Change, RetryStyle};
 #[tokio::test]
 async fn apply_creates_everything_and_plan_is_then_empty() {
     let t = TestRabbit::new("1s,2s").await;
-    t.configure(|c| *c = c.clone().with_consumer("inventory", &["order.created", "order.cancelled"]));
+    t.configure(|c| {
+        *c = c
+            .clone()
+            .with_consumer("inventory", &["order.created", "order.cancelled"])
+    });
     let topo = t.topology();
     let plan = topo.plan().await.unwrap();
-    assert!(plan.iter().any(|c| matches!(c, Change::CreateQueue(q) if q.name.ends_with(".inventory"))), "{plan:#?}");
+    assert!(
+        plan.iter()
+            .any(|c| matches!(c, Change::CreateQueue(q) if q.name.ends_with(".inventory"))),
+        "{plan:#?}"
+    );
     assert!(!plan.iter().any(Change::is_conflict));
     let applied = topo.apply().await.unwrap();
     assert_eq!(applied, plan);
@@ -31,8 +46,16 @@ async fn apply_creates_everything_and_plan_is_then_empty() {
     let n = topo.names("inventory");
     let work = with_policy(&t, &n.work_queue).await;
     assert_eq!(work.kind, "quorum");
-    assert_eq!(work.arguments.len(), 1, "only x-queue-type as an argument: {:?}", work.arguments);
-    assert_eq!(work.policy.as_deref(), Some(format!("postroom:{}", n.work_queue).as_str()));
+    assert_eq!(
+        work.arguments.len(),
+        1,
+        "only x-queue-type as an argument: {:?}",
+        work.arguments
+    );
+    assert_eq!(
+        work.policy.as_deref(),
+        Some(format!("postroom:{}", n.work_queue).as_str())
+    );
     let eff = &work.effective_policy_definition;
     assert_eq!(eff["dead-letter-exchange"], n.dlx_exchange.as_str());
     assert_eq!(eff["dead-letter-strategy"], "at-least-once");
@@ -42,20 +65,41 @@ async fn apply_creates_everything_and_plan_is_then_empty() {
     for (stage, ttl) in [("1s", 1000), ("2s", 2000)] {
         let q = with_policy(&t, &format!("{}.retry.{stage}", n.work_queue)).await;
         assert_eq!(q.kind, "quorum");
-        assert_eq!(q.effective_policy_definition["message-ttl"], ttl, "one TTL per stage queue");
-        assert_eq!(q.effective_policy_definition["dead-letter-exchange"], n.retry_exchange.as_str());
-        assert_eq!(q.effective_policy_definition["dead-letter-routing-key"], n.work_queue.as_str());
+        assert_eq!(
+            q.effective_policy_definition["message-ttl"], ttl,
+            "one TTL per stage queue"
+        );
+        assert_eq!(
+            q.effective_policy_definition["dead-letter-exchange"],
+            n.retry_exchange.as_str()
+        );
+        assert_eq!(
+            q.effective_policy_definition["dead-letter-routing-key"],
+            n.work_queue.as_str()
+        );
     }
     let parking = with_policy(&t, &n.parking_queue).await;
-    assert_eq!(parking.effective_policy_definition["overflow"], "reject-publish");
+    assert_eq!(
+        parking.effective_policy_definition["overflow"],
+        "reject-publish"
+    );
 
     let exchanges = t.api.exchanges().await.unwrap();
-    let kind = |name: &str| exchanges.iter().find(|e| e.name == name).map(|e| e.kind.clone());
+    let kind = |name: &str| {
+        exchanges
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.kind.clone())
+    };
     assert_eq!(kind(&t.cfg().exchange).as_deref(), Some("topic"));
     assert_eq!(kind(&n.retry_exchange).as_deref(), Some("direct"));
     assert_eq!(kind(&n.dlx_exchange).as_deref(), Some("direct"));
 
-    assert_eq!(topo.plan().await.unwrap(), Vec::<Change>::new(), "up to date after apply");
+    assert_eq!(
+        topo.plan().await.unwrap(),
+        Vec::<Change>::new(),
+        "up to date after apply"
+    );
 }
 
 #[tokio::test]
@@ -64,10 +108,25 @@ async fn plan_sees_drift_and_apply_repairs_it() {
     let topo = t.add_consumer("inv", &["a.b"]).await;
     let n = topo.names("inv");
     // An operator deletes a stage binding and edits a policy by hand.
-    let b = t.api.bindings().await.unwrap().into_iter().find(|b| b.source == n.retry_exchange && b.routing_key == "1s").unwrap();
+    let b = t
+        .api
+        .bindings()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.source == n.retry_exchange && b.routing_key == "1s")
+        .unwrap();
     t.api.unbind(&b).await.unwrap();
-    let mut p = t.api.policies().await.unwrap().into_iter().find(|p| p.name == format!("postroom:{}", n.work_queue)).unwrap();
-    p.definition.insert("delivery-limit".into(), serde_json::json!(99));
+    let mut p = t
+        .api
+        .policies()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name == format!("postroom:{}", n.work_queue))
+        .unwrap();
+    p.definition
+        .insert("delivery-limit".into(), serde_json::json!(99));
     t.api.put_policy(&p).await.unwrap();
     let plan = topo.plan().await.unwrap();
     assert_eq!(plan.len(), 2, "{plan:#?}");
@@ -81,9 +140,21 @@ async fn plan_sees_drift_and_apply_repairs_it() {
         c.ladder = "1s".parse().unwrap();
     });
     let plan = t.topology().plan().await.unwrap();
-    assert!(plan.iter().any(|c| matches!(c, Change::RemoveBinding(b) if b.routing_key == "a.b")), "{plan:#?}");
-    assert!(plan.iter().any(|c| matches!(c, Change::RemovePolicy(p) if p.ends_with(".retry.2s"))), "{plan:#?}");
-    assert!(plan.iter().any(|c| matches!(c, Change::StaleQueue(q) if q.ends_with(".retry.2s"))), "{plan:#?}");
+    assert!(
+        plan.iter()
+            .any(|c| matches!(c, Change::RemoveBinding(b) if b.routing_key == "a.b")),
+        "{plan:#?}"
+    );
+    assert!(
+        plan.iter()
+            .any(|c| matches!(c, Change::RemovePolicy(p) if p.ends_with(".retry.2s"))),
+        "{plan:#?}"
+    );
+    assert!(
+        plan.iter()
+            .any(|c| matches!(c, Change::StaleQueue(q) if q.ends_with(".retry.2s"))),
+        "{plan:#?}"
+    );
 }
 
 #[tokio::test]
@@ -93,8 +164,14 @@ async fn reject_dlx_style_dead_letters_work_queue_into_the_stage() {
     let topo = t.add_consumer("rj", &["k"]).await;
     let n = topo.names("rj");
     let work = with_policy(&t, &n.work_queue).await;
-    assert_eq!(work.effective_policy_definition["dead-letter-exchange"], n.retry_exchange.as_str());
-    assert_eq!(work.effective_policy_definition["dead-letter-routing-key"], "1s");
+    assert_eq!(
+        work.effective_policy_definition["dead-letter-exchange"],
+        n.retry_exchange.as_str()
+    );
+    assert_eq!(
+        work.effective_policy_definition["dead-letter-routing-key"],
+        "1s"
+    );
     assert!(topo.plan().await.unwrap().is_empty());
 }
 

@@ -26,7 +26,12 @@ pub struct ParkingIngest<S: ?Sized> {
 impl<S: ParkingStore + ?Sized> ParkingIngest<S> {
     /// An ingest for the consumer named by `names`, writing into `store`.
     pub fn new(broker: Arc<Broker>, names: ConsumerNames, store: Arc<S>) -> Self {
-        Self { broker, names, store, prefetch: 32 }
+        Self {
+            broker,
+            names,
+            store,
+            prefetch: 32,
+        }
     }
 
     /// Ingest until no message arrives for `idle`; returns how many were stored.
@@ -39,7 +44,8 @@ impl<S: ParkingStore + ?Sized> ParkingIngest<S> {
     /// after failures (a store that is down leaves the messages in the queue).
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-        while !*shutdown.borrow() {
+        // A dropped sender counts as shutdown too.
+        while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
             match self.consume(None, shutdown.clone()).await {
                 Ok(_) => backoff.reset(),
                 Err(e) => {
@@ -54,11 +60,22 @@ impl<S: ParkingStore + ?Sized> ParkingIngest<S> {
         }
     }
 
-    async fn consume(&self, idle: Option<Duration>, mut shutdown: watch::Receiver<bool>) -> Result<u64> {
+    async fn consume(
+        &self,
+        idle: Option<Duration>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<u64> {
         let ch = self.broker.channel().await?;
-        ch.basic_qos(self.prefetch, BasicQosOptions::default()).await.map_err(|e| amqp("setting prefetch", e))?;
+        ch.basic_qos(self.prefetch, BasicQosOptions::default())
+            .await
+            .map_err(|e| amqp("setting prefetch", e))?;
         let mut consumer = ch
-            .basic_consume(&self.names.parking_queue, "", BasicConsumeOptions::default(), FieldTable::default())
+            .basic_consume(
+                &self.names.parking_queue,
+                "",
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
             .await
             .map_err(|e| amqp(format!("consuming {}", self.names.parking_queue), e))?;
         let mut stored = 0;
@@ -71,15 +88,29 @@ impl<S: ParkingStore + ?Sized> ParkingIngest<S> {
             let delivery = match next {
                 Err(_) if idle.is_some() => break,
                 Err(_) => continue,
-                Ok(None) => return Err(postroom_core::Error::new(postroom_core::ErrorKind::Closed, "parking consumer cancelled")),
+                Ok(None) => {
+                    return Err(postroom_core::Error::new(
+                        postroom_core::ErrorKind::Closed,
+                        "parking consumer cancelled",
+                    ));
+                }
                 Ok(Some(Err(e))) => return Err(amqp("consuming the parking queue", e)),
                 Ok(Some(Ok(d))) => d,
             };
-            let record = from_message(&self.names.consumer, &delivery.properties, delivery.routing_key.as_str(), &delivery.data);
+            let record = from_message(
+                &self.names.consumer,
+                &delivery.properties,
+                delivery.routing_key.as_str(),
+                &delivery.data,
+            );
             // Store first; a failure leaves the message unacked and the channel is dropped,
             // so the broker keeps it for the next attempt.
             self.store.park(&record).await?;
-            delivery.acker.ack(BasicAckOptions::default()).await.map_err(|e| amqp("acking a parked message", e))?;
+            delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map_err(|e| amqp("acking a parked message", e))?;
             metrics::counter!(postroom_core::metrics::PARKED, "consumer" => self.names.consumer.clone(), "code" => "ingested").increment(1);
             tracing::info!(message_id = %record.message_id, code = %record.error_code, "parked message stored");
             stored += 1;
@@ -91,6 +122,11 @@ impl<S: ParkingStore + ?Sized> ParkingIngest<S> {
 
 /// Drain `names`'s parking queue into `store` until it stays empty for `idle`; returns how
 /// many messages were stored. The function a CLI calls before `parking list`.
-pub async fn ingest_parking<S: ParkingStore + ?Sized>(broker: Arc<Broker>, names: ConsumerNames, store: Arc<S>, idle: Duration) -> Result<u64> {
+pub async fn ingest_parking<S: ParkingStore + ?Sized>(
+    broker: Arc<Broker>,
+    names: ConsumerNames,
+    store: Arc<S>,
+    idle: Duration,
+) -> Result<u64> {
     ParkingIngest::new(broker, names, store).drain(idle).await
 }

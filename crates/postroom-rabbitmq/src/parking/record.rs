@@ -19,7 +19,13 @@ pub const PARKED_ATTEMPTS: &str = "x-parked-attempts";
 pub const SCHEMA_VERSION: &str = "x-schema-version";
 
 /// Headers that exist only on the parking copy; stripped again when the record is rebuilt.
-const PARK_ONLY: [&str; 5] = [PARKED_AT, PARKED_ATTEMPTS, SCHEMA_VERSION, h::PARKED_BY, h::PARKED_BY_VERSION];
+const PARK_ONLY: [&str; 5] = [
+    PARKED_AT,
+    PARKED_ATTEMPTS,
+    SCHEMA_VERSION,
+    h::PARKED_BY,
+    h::PARKED_BY_VERSION,
+];
 
 /// The headers of the parking copy of `record`: the headers it arrived with plus every
 /// diagnostic.
@@ -58,12 +64,18 @@ pub fn to_headers(record: &ParkedMessage) -> Headers {
 }
 
 fn time(s: Option<&String>) -> Option<DateTime<Utc>> {
-    s.and_then(|v| DateTime::parse_from_rfc3339(v).ok()).map(|t| t.with_timezone(&Utc))
+    s.and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// Rebuild the record of a message read from `consumer`'s parking queue.
 #[must_use]
-pub fn from_message(consumer: &str, properties: &BasicProperties, routing_key: &str, body: &[u8]) -> ParkedMessage {
+pub fn from_message(
+    consumer: &str,
+    properties: &BasicProperties,
+    routing_key: &str,
+    body: &[u8],
+) -> ParkedMessage {
     let all = from_field_table(properties.headers().as_ref());
     let deaths = x_deaths(properties.headers().as_ref());
     let now = Utc::now();
@@ -71,7 +83,7 @@ pub fn from_message(consumer: &str, properties: &BasicProperties, routing_key: &
         .message_id()
         .as_ref()
         .and_then(|s| s.as_str().parse::<MessageId>().ok())
-        .unwrap_or_else(MessageId::new);
+        .unwrap_or_default();
     let by_postroom = all.contains_key(h::PARKED_BY);
     let broker_reason = broker_reason(&deaths);
     let mut headers = all.clone();
@@ -80,7 +92,9 @@ pub fn from_message(consumer: &str, properties: &BasicProperties, routing_key: &
     }
     let (class, code, message) = if by_postroom {
         (
-            all.get(h::LAST_ERROR_CLASS).and_then(|c| c.parse().ok()).unwrap_or(ErrorClass::Unknown),
+            all.get(h::LAST_ERROR_CLASS)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(ErrorClass::Unknown),
             all.get(h::LAST_ERROR_CODE).cloned().unwrap_or_default(),
             all.get(h::LAST_ERROR).cloned().unwrap_or_default(),
         )
@@ -91,24 +105,38 @@ pub fn from_message(consumer: &str, properties: &BasicProperties, routing_key: &
             d.map_or_else(|| "dead_lettered".to_string(), |d| d.reason.clone()),
             d.map_or_else(
                 || "dead-lettered by the broker without postroom diagnostics".to_string(),
-                |d| format!("dead-lettered by the broker from {} ({}, {} times)", d.queue, d.reason, d.count),
+                |d| {
+                    format!(
+                        "dead-lettered by the broker from {} ({}, {} times)",
+                        d.queue, d.reason, d.count
+                    )
+                },
             ),
         )
     };
     let delivery_count: Option<u32> = all.get("x-delivery-count").and_then(|v| v.parse().ok());
     ParkedMessage {
         message_id: id,
-        consumer: all.get(h::PARKED_BY).cloned().unwrap_or_else(|| consumer.to_string()),
+        consumer: all
+            .get(h::PARKED_BY)
+            .cloned()
+            .unwrap_or_else(|| consumer.to_string()),
         consumer_version: all.get(h::PARKED_BY_VERSION).cloned().unwrap_or_default(),
         message_type: all.get(h::MESSAGE_TYPE).cloned(),
         schema_version: all.get(SCHEMA_VERSION).and_then(|v| v.parse().ok()),
         attempts: all
             .get(PARKED_ATTEMPTS)
             .and_then(|v| v.parse().ok())
-            .or_else(|| broker_reason.as_ref().map(|d| u32::try_from(d.count).unwrap_or(u32::MAX)))
+            .or_else(|| {
+                broker_reason
+                    .as_ref()
+                    .map(|d| u32::try_from(d.count).unwrap_or(u32::MAX))
+            })
             .or(delivery_count)
             .unwrap_or(1),
-        first_failure_at: time(all.get(h::FIRST_FAILURE_AT)).or_else(|| broker_reason.as_ref().and_then(|d| d.time)).unwrap_or(now),
+        first_failure_at: time(all.get(h::FIRST_FAILURE_AT))
+            .or_else(|| broker_reason.as_ref().and_then(|d| d.time))
+            .unwrap_or(now),
         parked_at: time(all.get(PARKED_AT)).unwrap_or(now),
         error_class: class,
         error_code: code,
@@ -116,13 +144,18 @@ pub fn from_message(consumer: &str, properties: &BasicProperties, routing_key: &
         correlation_id: all.get(h::CORRELATION_ID).cloned(),
         traceparent: all.get(h::TRACEPARENT).cloned(),
         routing_key: all.get(h::ORIGINAL_ROUTE).cloned().unwrap_or_else(|| {
-            broker_reason.as_ref().map_or_else(|| routing_key.to_string(), |d| d.queue.clone())
+            broker_reason
+                .as_ref()
+                .map_or_else(|| routing_key.to_string(), |d| d.queue.clone())
         }),
         producer: all.get(h::PRODUCER).cloned(),
         headers,
         body: body.to_vec(),
         status: ParkedStatus::Parked,
-        redrive_count: all.get(h::REDRIVE_COUNT).and_then(|v| v.parse().ok()).unwrap_or(0),
+        redrive_count: all
+            .get(h::REDRIVE_COUNT)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
     }
 }
 
@@ -172,8 +205,14 @@ mod tests {
         assert_eq!(back.error_code, "db_down");
         assert_eq!(back.routing_key, "order.created");
         assert_eq!(back.schema_version, Some(1));
-        assert_eq!(back.first_failure_at.timestamp(), rec.first_failure_at.timestamp());
-        assert_eq!(back.headers.get("x-retry-attempt").map(String::as_str), Some("2"));
+        assert_eq!(
+            back.first_failure_at.timestamp(),
+            rec.first_failure_at.timestamp()
+        );
+        assert_eq!(
+            back.headers.get("x-retry-attempt").map(String::as_str),
+            Some("2")
+        );
         assert!(!back.headers.contains_key(PARKED_AT));
     }
 }

@@ -36,21 +36,42 @@ pub fn arguments(args: &serde_json::Map<String, serde_json::Value>) -> FieldTabl
 
 /// Declare everything in `t` on `ch`.
 pub async fn declare(ch: &Channel, t: &DesiredTopology) -> Result<()> {
-    let durable = ExchangeDeclareOptions { durable: true, ..ExchangeDeclareOptions::default() };
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..ExchangeDeclareOptions::default()
+    };
     for e in &t.exchanges {
         ch.exchange_declare(&e.name, kind(&e.kind), durable, FieldTable::default())
             .await
             .map_err(|err| amqp(format!("declaring exchange {}", e.name), err))?;
     }
     for q in &t.queues {
-        ch.queue_declare(&q.name, QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() }, arguments(&q.arguments))
-            .await
-            .map_err(|err| amqp(format!("declaring queue {}", q.name), err))?;
+        ch.queue_declare(
+            &q.name,
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            arguments(&q.arguments),
+        )
+        .await
+        .map_err(|err| amqp(format!("declaring queue {}", q.name), err))?;
     }
     for b in &t.bindings {
-        ch.queue_bind(&b.queue, &b.source, &b.key, QueueBindOptions::default(), FieldTable::default())
-            .await
-            .map_err(|err| amqp(format!("binding {} to {} with {}", b.queue, b.source, b.key), err))?;
+        ch.queue_bind(
+            &b.queue,
+            &b.source,
+            &b.key,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|err| {
+            amqp(
+                format!("binding {} to {} with {}", b.queue, b.source, b.key),
+                err,
+            )
+        })?;
     }
     Ok(())
 }

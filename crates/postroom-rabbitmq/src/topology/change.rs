@@ -47,22 +47,50 @@ impl Change {
     /// Whether `apply` refuses to proceed while this change is in the plan.
     #[must_use]
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Change::ExchangeConflict { .. } | Change::QueueConflict { .. })
+        matches!(
+            self,
+            Change::ExchangeConflict { .. } | Change::QueueConflict { .. }
+        )
     }
 }
 
 impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Change::SetPolicy(p) => write!(f, "set policy {} on {} = {}", p.name, p.pattern, serde_json::Value::Object(p.definition.clone())),
+            Change::SetPolicy(p) => write!(
+                f,
+                "set policy {} on {} = {}",
+                p.name,
+                p.pattern,
+                serde_json::Value::Object(p.definition.clone())
+            ),
             Change::CreateExchange(e) => write!(f, "create exchange {} ({})", e.name, e.kind),
-            Change::CreateQueue(q) => write!(f, "create queue {} {}", q.name, serde_json::Value::Object(q.arguments.clone())),
-            Change::CreateBinding(b) => write!(f, "bind {} -> {} with key {:?}", b.source, b.queue, b.key),
-            Change::RemoveBinding(b) => write!(f, "unbind {} -> {} with key {:?}", b.source, b.destination, b.routing_key),
+            Change::CreateQueue(q) => write!(
+                f,
+                "create queue {} {}",
+                q.name,
+                serde_json::Value::Object(q.arguments.clone())
+            ),
+            Change::CreateBinding(b) => {
+                write!(f, "bind {} -> {} with key {:?}", b.source, b.queue, b.key)
+            }
+            Change::RemoveBinding(b) => write!(
+                f,
+                "unbind {} -> {} with key {:?}",
+                b.source, b.destination, b.routing_key
+            ),
             Change::RemovePolicy(n) => write!(f, "remove policy {n}"),
-            Change::ExchangeConflict { name, want, have } => write!(f, "CONFLICT exchange {name}: want {want}, broker has {have}"),
-            Change::QueueConflict { name, want, have } => write!(f, "CONFLICT queue {name}: want {want}, broker has {have}"),
-            Change::StaleQueue(n) => write!(f, "stale retry queue {n} (not in the ladder; delete it once empty)"),
+            Change::ExchangeConflict { name, want, have } => write!(
+                f,
+                "CONFLICT exchange {name}: want {want}, broker has {have}"
+            ),
+            Change::QueueConflict { name, want, have } => {
+                write!(f, "CONFLICT queue {name}: want {want}, broker has {have}")
+            }
+            Change::StaleQueue(n) => write!(
+                f,
+                "stale retry queue {n} (not in the ladder; delete it once empty)"
+            ),
         }
     }
 }

@@ -68,7 +68,9 @@ pub fn exact_pattern(name: &str) -> String {
 }
 
 fn policy(cfg: &TopologyConfig, queue: &str, definition: Value) -> PolicyInfo {
-    let Value::Object(definition) = definition else { unreachable!("policy definitions are objects") };
+    let Value::Object(definition) = definition else {
+        unreachable!("policy definitions are objects")
+    };
     PolicyInfo {
         name: policy_name(queue),
         pattern: exact_pattern(queue),
@@ -99,22 +101,48 @@ impl DesiredTopology {
         let mut d = DesiredTopology::default();
         let quorum = || {
             let mut m = Map::new();
-            m.insert("x-queue-type".into(), Value::String(cfg.queue_type.as_str().into()));
+            m.insert(
+                "x-queue-type".into(),
+                Value::String(cfg.queue_type.as_str().into()),
+            );
             m
         };
-        d.exchanges.push(ExchangeSpec { name: cfg.exchange.clone(), kind: "topic".into() });
+        d.exchanges.push(ExchangeSpec {
+            name: cfg.exchange.clone(),
+            kind: "topic".into(),
+        });
         for c in &cfg.consumers {
             let n = ConsumerNames::new(&cfg.prefix, &c.name);
-            d.exchanges.push(ExchangeSpec { name: n.retry_exchange.clone(), kind: "direct".into() });
-            d.exchanges.push(ExchangeSpec { name: n.dlx_exchange.clone(), kind: "direct".into() });
-            d.queues.push(QueueSpec { name: n.work_queue.clone(), arguments: quorum() });
+            d.exchanges.push(ExchangeSpec {
+                name: n.retry_exchange.clone(),
+                kind: "direct".into(),
+            });
+            d.exchanges.push(ExchangeSpec {
+                name: n.dlx_exchange.clone(),
+                kind: "direct".into(),
+            });
+            d.queues.push(QueueSpec {
+                name: n.work_queue.clone(),
+                arguments: quorum(),
+            });
             for key in &c.bindings {
-                d.bindings.push(BindingSpec { source: cfg.exchange.clone(), queue: n.work_queue.clone(), key: key.clone() });
+                d.bindings.push(BindingSpec {
+                    source: cfg.exchange.clone(),
+                    queue: n.work_queue.clone(),
+                    key: key.clone(),
+                });
             }
-            d.bindings.push(BindingSpec { source: n.retry_exchange.clone(), queue: n.work_queue.clone(), key: n.return_key().into() });
+            d.bindings.push(BindingSpec {
+                source: n.retry_exchange.clone(),
+                queue: n.work_queue.clone(),
+                key: n.return_key().into(),
+            });
             let (dlx, dlk) = match cfg.retry_style {
                 RetryStyle::AckPublish => (n.dlx_exchange.clone(), PARKING_KEY.to_string()),
-                RetryStyle::RejectDlx => (n.retry_exchange.clone(), ConsumerNames::stage_key(cfg.ladder.delay(0))),
+                RetryStyle::RejectDlx => (
+                    n.retry_exchange.clone(),
+                    ConsumerNames::stage_key(cfg.ladder.delay(0)),
+                ),
             };
             d.policies.push(policy(
                 cfg,
@@ -129,8 +157,15 @@ impl DesiredTopology {
             ));
             for delay in stages(cfg) {
                 let q = n.retry_queue(delay);
-                d.queues.push(QueueSpec { name: q.clone(), arguments: quorum() });
-                d.bindings.push(BindingSpec { source: n.retry_exchange.clone(), queue: q.clone(), key: ConsumerNames::stage_key(delay) });
+                d.queues.push(QueueSpec {
+                    name: q.clone(),
+                    arguments: quorum(),
+                });
+                d.bindings.push(BindingSpec {
+                    source: n.retry_exchange.clone(),
+                    queue: q.clone(),
+                    key: ConsumerNames::stage_key(delay),
+                });
                 d.policies.push(policy(
                     cfg,
                     &q,
@@ -143,9 +178,20 @@ impl DesiredTopology {
                     }),
                 ));
             }
-            d.queues.push(QueueSpec { name: n.parking_queue.clone(), arguments: quorum() });
-            d.bindings.push(BindingSpec { source: n.dlx_exchange.clone(), queue: n.parking_queue.clone(), key: PARKING_KEY.into() });
-            d.policies.push(policy(cfg, &n.parking_queue, json!({"overflow": "reject-publish"})));
+            d.queues.push(QueueSpec {
+                name: n.parking_queue.clone(),
+                arguments: quorum(),
+            });
+            d.bindings.push(BindingSpec {
+                source: n.dlx_exchange.clone(),
+                queue: n.parking_queue.clone(),
+                key: PARKING_KEY.into(),
+            });
+            d.policies.push(policy(
+                cfg,
+                &n.parking_queue,
+                json!({"overflow": "reject-publish"}),
+            ));
         }
         d
     }
@@ -157,19 +203,41 @@ mod tests {
 
     #[test]
     fn seed_topology_with_policies_not_arguments() {
-        let cfg = TopologyConfig { prefix: "inventory".into(), ..TopologyConfig::default() }.with_consumer("orders", &["order.created"]);
+        let cfg = TopologyConfig {
+            prefix: "inventory".into(),
+            ..TopologyConfig::default()
+        }
+        .with_consumer("orders", &["order.created"]);
         let d = DesiredTopology::of(&cfg);
         let names: Vec<_> = d.queues.iter().map(|q| q.name.as_str()).collect();
         assert_eq!(
             names,
-            ["inventory.orders", "inventory.orders.retry.5s", "inventory.orders.retry.30s", "inventory.orders.retry.5m", "inventory.orders.parking"]
+            [
+                "inventory.orders",
+                "inventory.orders.retry.5s",
+                "inventory.orders.retry.30s",
+                "inventory.orders.retry.5m",
+                "inventory.orders.parking"
+            ]
         );
-        assert!(d.queues.iter().all(|q| q.arguments.len() == 1 && q.arguments["x-queue-type"] == "quorum"));
-        let p5 = d.policies.iter().find(|p| p.name == "postroom:inventory.orders.retry.5s").unwrap();
+        assert!(
+            d.queues
+                .iter()
+                .all(|q| q.arguments.len() == 1 && q.arguments["x-queue-type"] == "quorum")
+        );
+        let p5 = d
+            .policies
+            .iter()
+            .find(|p| p.name == "postroom:inventory.orders.retry.5s")
+            .unwrap();
         assert_eq!(p5.pattern, "^inventory\\.orders\\.retry\\.5s$");
         assert_eq!(p5.definition["message-ttl"], 5000);
         assert_eq!(p5.definition["dead-letter-routing-key"], "inventory.orders");
-        let main = d.policies.iter().find(|p| p.name == "postroom:inventory.orders").unwrap();
+        let main = d
+            .policies
+            .iter()
+            .find(|p| p.name == "postroom:inventory.orders")
+            .unwrap();
         assert_eq!(main.definition["delivery-limit"], 8);
         assert_eq!(main.definition["dead-letter-strategy"], "at-least-once");
         assert_eq!(main.definition["overflow"], "reject-publish");
@@ -177,9 +245,19 @@ mod tests {
 
     #[test]
     fn reject_dlx_loops_through_the_first_stage() {
-        let cfg = TopologyConfig { retry_style: RetryStyle::RejectDlx, ..TopologyConfig::default() }.with_consumer("c", &["k"]);
+        let cfg = TopologyConfig {
+            retry_style: RetryStyle::RejectDlx,
+            ..TopologyConfig::default()
+        }
+        .with_consumer("c", &["k"]);
         let d = DesiredTopology::of(&cfg);
-        assert_eq!(d.queues.iter().filter(|q| q.name.contains(".retry.")).count(), 1);
+        assert_eq!(
+            d.queues
+                .iter()
+                .filter(|q| q.name.contains(".retry."))
+                .count(),
+            1
+        );
         let main = d.policies.iter().find(|p| p.name == "postroom:c").unwrap();
         assert_eq!(main.definition["dead-letter-exchange"], "c.retry");
         assert_eq!(main.definition["dead-letter-routing-key"], "5s");

@@ -60,14 +60,22 @@ impl Topology {
 
     /// What `apply` would change; empty on an up-to-date broker.
     pub async fn plan(&self) -> Result<Vec<Change>> {
-        let (exchanges, queues, bindings, policies) =
-            tokio::try_join!(self.api.exchanges(), self.api.queues(), self.api.bindings(), self.api.policies())?;
+        let (exchanges, queues, bindings, policies) = tokio::try_join!(
+            self.api.exchanges(),
+            self.api.queues(),
+            self.api.bindings(),
+            self.api.policies()
+        )?;
         let d = self.desired();
         let mut changes = Vec::new();
 
         for p in &d.policies {
             let same = policies.iter().any(|a| {
-                a.name == p.name && a.pattern == p.pattern && a.apply_to == p.apply_to && a.definition == p.definition && a.priority == p.priority
+                a.name == p.name
+                    && a.pattern == p.pattern
+                    && a.apply_to == p.apply_to
+                    && a.definition == p.definition
+                    && a.priority == p.priority
             });
             if !same {
                 changes.push(Change::SetPolicy(p.clone()));
@@ -77,31 +85,52 @@ impl Topology {
         for e in d.exchanges.iter().filter(|e| seen.insert(e.name.clone())) {
             match exchanges.iter().find(|a| a.name == e.name) {
                 None => changes.push(Change::CreateExchange(e.clone())),
-                Some(a) if a.kind != e.kind || !a.durable => changes.push(Change::ExchangeConflict {
-                    name: e.name.clone(),
-                    want: format!("durable {}", e.kind),
-                    have: format!("{}{}", if a.durable { "durable " } else { "transient " }, a.kind),
-                }),
+                Some(a) if a.kind != e.kind || !a.durable => {
+                    changes.push(Change::ExchangeConflict {
+                        name: e.name.clone(),
+                        want: format!("durable {}", e.kind),
+                        have: format!(
+                            "{}{}",
+                            if a.durable { "durable " } else { "transient " },
+                            a.kind
+                        ),
+                    })
+                }
                 Some(_) => {}
             }
         }
         for q in &d.queues {
             match queues.iter().find(|a| a.name == q.name) {
                 None => changes.push(Change::CreateQueue(q.clone())),
-                Some(a) if a.kind != self.config.queue_type.as_str() || a.arguments != q.arguments || !a.durable => {
+                Some(a)
+                    if a.kind != self.config.queue_type.as_str()
+                        || a.arguments != q.arguments
+                        || !a.durable =>
+                {
                     changes.push(Change::QueueConflict {
                         name: q.name.clone(),
-                        want: format!("durable {} queue with arguments {}", self.config.queue_type.as_str(), serde_json::Value::Object(q.arguments.clone())),
-                        have: format!("{} queue with arguments {}", a.kind, serde_json::Value::Object(a.arguments.clone())),
+                        want: format!(
+                            "durable {} queue with arguments {}",
+                            self.config.queue_type.as_str(),
+                            serde_json::Value::Object(q.arguments.clone())
+                        ),
+                        have: format!(
+                            "{} queue with arguments {}",
+                            a.kind,
+                            serde_json::Value::Object(a.arguments.clone())
+                        ),
                     });
                 }
                 Some(_) => {}
             }
         }
         for b in &d.bindings {
-            let present = bindings
-                .iter()
-                .any(|a| a.source == b.source && a.destination == b.queue && a.destination_type == "queue" && a.routing_key == b.key);
+            let present = bindings.iter().any(|a| {
+                a.source == b.source
+                    && a.destination == b.queue
+                    && a.destination_type == "queue"
+                    && a.routing_key == b.key
+            });
             if !present {
                 changes.push(Change::CreateBinding(b.clone()));
             }
@@ -112,7 +141,9 @@ impl Topology {
             let ours = a.destination_type == "queue"
                 && managed_queues.contains(a.destination.as_str())
                 && managed_sources.contains(a.source.as_str());
-            let wanted = d.bindings.iter().any(|b| b.source == a.source && b.queue == a.destination && b.key == a.routing_key);
+            let wanted = d.bindings.iter().any(|b| {
+                b.source == a.source && b.queue == a.destination && b.key == a.routing_key
+            });
             if ours && !wanted {
                 changes.push(Change::RemoveBinding(a.clone()));
             }
@@ -141,19 +172,39 @@ impl Topology {
     /// conflict that cannot be fixed in place. Returns the changes made.
     pub async fn apply(&self) -> Result<Vec<Change>> {
         let plan = self.plan().await?;
-        let conflicts: Vec<String> = plan.iter().filter(|c| c.is_conflict()).map(ToString::to_string).collect();
+        let conflicts: Vec<String> = plan
+            .iter()
+            .filter(|c| c.is_conflict())
+            .map(ToString::to_string)
+            .collect();
         if !conflicts.is_empty() {
-            return Err(Error::new(ErrorKind::Config, format!("topology conflicts, nothing changed: {}", conflicts.join("; "))));
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "topology conflicts, nothing changed: {}",
+                    conflicts.join("; ")
+                ),
+            ));
         }
         for change in &plan {
             match change {
                 Change::SetPolicy(p) => self.api.put_policy(p).await?,
-                Change::CreateExchange(e) => self.api.declare_exchange(&e.name, &e.kind, serde_json::Map::new()).await?,
-                Change::CreateQueue(q) => self.api.declare_queue(&q.name, q.arguments.clone()).await?,
-                Change::CreateBinding(b) => self.api.bind(&b.source, &b.queue, false, &b.key).await?,
+                Change::CreateExchange(e) => {
+                    self.api
+                        .declare_exchange(&e.name, &e.kind, serde_json::Map::new())
+                        .await?
+                }
+                Change::CreateQueue(q) => {
+                    self.api.declare_queue(&q.name, q.arguments.clone()).await?
+                }
+                Change::CreateBinding(b) => {
+                    self.api.bind(&b.source, &b.queue, false, &b.key).await?
+                }
                 Change::RemoveBinding(b) => self.api.unbind(b).await?,
                 Change::RemovePolicy(name) => self.api.delete_policy(name).await?,
-                Change::StaleQueue(_) | Change::ExchangeConflict { .. } | Change::QueueConflict { .. } => {}
+                Change::StaleQueue(_)
+                | Change::ExchangeConflict { .. }
+                | Change::QueueConflict { .. } => {}
             }
             tracing::info!(%change, "topology change applied");
         }

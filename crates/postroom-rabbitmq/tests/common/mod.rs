@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 /// AMQP endpoint.
 pub fn amqp_url() -> String {
-    std::env::var("POSTROOM_TEST_AMQP").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+    std::env::var("POSTROOM_TEST_AMQP")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
 /// Management API endpoint.
 pub fn api_url() -> String {
-    std::env::var("POSTROOM_TEST_RABBIT_API").unwrap_or_else(|_| "http://guest:guest@127.0.0.1:15672".into())
+    std::env::var("POSTROOM_TEST_RABBIT_API")
+        .unwrap_or_else(|_| "http://guest:guest@127.0.0.1:15672".into())
 }
 
 /// A random suffix.
@@ -42,11 +44,24 @@ impl TestRabbit {
             ..TopologyConfig::default()
         };
         let api = ManagementApi::new(&api_url(), "/").expect("management API URL");
-        let broker = Broker::connect(&amqp_url())
-            .await
-            .unwrap_or_else(|e| panic!("RabbitMQ is required at {} (set POSTROOM_TEST_AMQP): {e}", amqp_url()));
-        api.exchanges().await.unwrap_or_else(|e| panic!("the management API is required at {} (set POSTROOM_TEST_RABBIT_API): {e}", api_url()));
-        Self { prefix, config: Mutex::new(config), api, broker }
+        let broker = Broker::connect(&amqp_url()).await.unwrap_or_else(|e| {
+            panic!(
+                "RabbitMQ is required at {} (set POSTROOM_TEST_AMQP): {e}",
+                amqp_url()
+            )
+        });
+        api.exchanges().await.unwrap_or_else(|e| {
+            panic!(
+                "the management API is required at {} (set POSTROOM_TEST_RABBIT_API): {e}",
+                api_url()
+            )
+        });
+        Self {
+            prefix,
+            config: Mutex::new(config),
+            api,
+            broker,
+        }
     }
 
     /// Change the configuration.
@@ -80,7 +95,12 @@ impl TestRabbit {
 
     /// Messages in a queue per the management API (refreshed every few seconds by the broker).
     pub async fn queue_messages(&self, queue: &str) -> u64 {
-        self.api.queue(queue).await.unwrap().and_then(|q| q.messages).unwrap_or(0)
+        self.api
+            .queue(queue)
+            .await
+            .unwrap()
+            .and_then(|q| q.messages)
+            .unwrap_or(0)
     }
 }
 
@@ -89,7 +109,10 @@ impl Drop for TestRabbit {
         let prefix = self.prefix.clone();
         let url = api_url();
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
             rt.block_on(async {
                 let api = ManagementApi::new(&url, "/").expect("api");
                 if let Err(e) = api.delete_everything_named(&prefix).await {
