@@ -3,6 +3,7 @@
 //! postroom on RabbitMQ.
 #![allow(missing_docs)]
 
+pub mod backlog;
 pub mod config;
 pub mod connection;
 pub mod delivery;
@@ -16,6 +17,7 @@ pub mod stats;
 pub mod subscriber;
 pub mod topology;
 
+pub use backlog::RabbitBacklog;
 pub use config::{ConsumerTopology, QueueType, RetryStyle, TopologyConfig};
 pub use connection::{Broker, BrokerOptions};
 pub use delivery::RabbitDelivery;

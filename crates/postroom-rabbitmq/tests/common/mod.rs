@@ -3,7 +3,12 @@
 //! broker fails the test; it is never skipped.
 #![allow(dead_code)]
 
-use postroom_rabbitmq::{Broker, ConfirmingPublisher, ManagementApi, Topology, TopologyConfig};
+pub mod probe;
+
+use postroom_rabbitmq::{
+    Broker, ConfirmingPublisher, ManagementApi, RabbitSubscriber, SubscriberOptions, Topology,
+    TopologyConfig,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -93,6 +98,36 @@ impl TestRabbit {
         Arc::new(ConfirmingPublisher::new(self.broker.clone(), &self.cfg()))
     }
 
+    /// A subscriber for `consumer` with `prefetch`.
+    pub fn subscriber(
+        &self,
+        consumer: &str,
+        prefetch: u16,
+        publisher: Arc<ConfirmingPublisher>,
+    ) -> RabbitSubscriber {
+        RabbitSubscriber::new(
+            self.broker.clone(),
+            publisher,
+            &self.cfg(),
+            consumer,
+            SubscriberOptions::new(prefetch),
+        )
+        .expect("subscriber")
+    }
+
+    /// Delete the binding from `source` with `key` (a fault).
+    pub async fn unbind(&self, source: &str, key: &str) {
+        let b = self
+            .api
+            .bindings()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|b| b.source == source && b.routing_key == key)
+            .unwrap_or_else(|| panic!("no binding {source} / {key}"));
+        self.api.unbind(&b).await.unwrap();
+    }
+
     /// Messages in a queue per the management API (refreshed every few seconds by the broker).
     pub async fn queue_messages(&self, queue: &str) -> u64 {
         self.api
@@ -138,4 +173,22 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     f().await
+}
+
+/// A fresh SQLite store in a temp dir (kept alive by the returned guard).
+pub async fn sqlite() -> (Arc<postroom_sqlite::SqliteStore>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = postroom_sqlite::SqliteStore::open(dir.path().join("t.db"))
+        .await
+        .unwrap();
+    (Arc::new(store), dir)
+}
+
+/// An `order.created` envelope.
+pub fn order(id: &str, version: u64) -> postroom_core::Envelope {
+    postroom_core::Envelope::builder("order.created", "tests")
+        .aggregate("order", id, version)
+        .correlation_id(format!("corr-{id}"))
+        .data(serde_json::json!({"order_id": id}))
+        .build()
 }
