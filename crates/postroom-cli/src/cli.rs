@@ -28,9 +28,88 @@ pub enum Command {
     /// Inspect and redrive parked (dead-lettered) messages.
     #[command(subcommand)]
     Parking(ParkingCommand),
+    /// Run producer, relay and consumer processes while killing them with SIGKILL at random,
+    /// then check from the databases that nothing was lost or applied twice.
+    Soak(SoakArgs),
     /// The demo's inventory consumer process (started and killed by `demo`).
     #[command(hide = true)]
     DemoConsumer(DemoConsumerArgs),
+    /// A soak process: producer, relay or consumer (started and killed by `soak`).
+    #[command(hide = true)]
+    SoakWorker(SoakWorkerArgs),
+}
+
+/// `postroom soak`.
+#[derive(Debug, Args, Clone)]
+pub struct SoakArgs {
+    /// Database: a SQLite file (recreated) or a postgres:// URL (uses its own tables).
+    #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-soak.db")]
+    pub database: String,
+    /// Messages to produce (order events and poison).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub messages: u64,
+    /// Seconds between kills (SIGKILL of a random relay or consumer process, then a restart). 0: no kills.
+    #[arg(long, default_value_t = 2.0)]
+    pub kill_every: f64,
+    /// Relay processes.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub relays: u32,
+    /// Consumer processes.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub consumers: u32,
+    /// Share of messages whose handler fails transiently on its first two attempts.
+    #[arg(long, default_value_t = 0.05)]
+    pub transient_share: f64,
+    /// Share of messages that are poison (undecodable: parked at once).
+    #[arg(long, default_value_t = 0.005)]
+    pub poison_share: f64,
+    /// Share of orders that are out of stock (a business outcome through the consumer's outbox).
+    #[arg(long, default_value_t = 0.02)]
+    pub out_of_stock_share: f64,
+    /// Share of orders cancelled right after (aggregate version 2; the version guard orders them).
+    #[arg(long, default_value_t = 0.05)]
+    pub cancel_share: f64,
+    /// Retry ladder of the consumers.
+    #[arg(long, default_value = "250ms,1s,3s")]
+    pub ladder: String,
+    /// Give up if the run has not settled within this many seconds.
+    #[arg(long, default_value_t = 900)]
+    pub timeout_secs: u64,
+    /// Write the summary as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+/// `postroom soak-worker` (internal).
+#[derive(Debug, Args, Clone)]
+pub struct SoakWorkerArgs {
+    /// producer, relay or consumer.
+    #[arg(long, value_parser = ["producer", "relay", "consumer"])]
+    pub role: String,
+    /// Database.
+    #[arg(long)]
+    pub database: String,
+    /// Worker number.
+    #[arg(long, default_value_t = 0)]
+    pub id: u32,
+    /// Messages to produce (producer).
+    #[arg(long, default_value_t = 0)]
+    pub messages: u64,
+    /// Shares, as in `soak`.
+    #[arg(long, default_value_t = 0.0)]
+    pub transient_share: f64,
+    /// Poison share.
+    #[arg(long, default_value_t = 0.0)]
+    pub poison_share: f64,
+    /// Out-of-stock share.
+    #[arg(long, default_value_t = 0.0)]
+    pub out_of_stock_share: f64,
+    /// Cancel share.
+    #[arg(long, default_value_t = 0.0)]
+    pub cancel_share: f64,
+    /// Retry ladder.
+    #[arg(long, default_value = "250ms,1s,3s")]
+    pub ladder: String,
 }
 
 /// `postroom demo`.

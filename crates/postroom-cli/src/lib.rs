@@ -15,6 +15,7 @@ pub mod demo;
 pub mod error;
 pub mod parking;
 pub mod shop;
+pub mod soak;
 pub mod stack;
 pub mod worker;
 
@@ -54,6 +55,8 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Demo(args) => demo::run(args).await,
         Command::DemoConsumer(args) => demo::child::run(args).await,
         Command::Parking(cmd) => parking::run(cmd, &config).await,
+        Command::Soak(args) => soak::run(args).await,
+        Command::SoakWorker(args) => soak::worker::run(args).await,
     }
 }
 

@@ -162,8 +162,8 @@ async fn parked_of(stack: &Stack) -> CliResult<Vec<ParkedMessage>> {
     Ok(stack.shop.parking().search(&filter, 100_000).await?)
 }
 
-/// Remove a previous demo database; refuse to touch any other file.
-async fn prepare_file(path: &Path) -> CliResult {
+/// Remove a previous demo (or soak) database; refuse to touch any other file.
+pub(crate) async fn prepare_file(path: &Path) -> CliResult {
     if !path.exists() {
         return Ok(());
     }

@@ -147,6 +147,12 @@ pub trait ShopDb: Send + Sync + 'static {
     async fn published_events(&self, order_ids: &[String]) -> Result<Vec<OutgoingMessage>>;
     /// Facts, with `parked_ids` counting as an outcome.
     async fn facts(&self, parked_ids: &[MessageId]) -> Result<ShopFacts>;
+    /// Orders with this sku.
+    async fn count_orders_with_sku(&self, sku: &str) -> Result<u64>;
+    /// Ids of the poison messages produced.
+    async fn poison_ids(&self) -> Result<Vec<String>>;
+    /// Orders and messages produced so far.
+    async fn produced(&self) -> Result<(u64, u64)>;
     /// Messages not yet settled in the embedded queue (0 when the broker is external).
     async fn in_flight(&self) -> Result<u64>;
     /// The outbox store.

@@ -411,6 +411,32 @@ impl ShopDb for SqliteShop {
         })
     }
 
+    async fn count_orders_with_sku(&self, sku: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM shop_orders WHERE sku = ?")
+            .bind(sku)
+            .fetch_one(self.store.pool())
+            .await
+            .map_err(db)?;
+        Ok(n as u64)
+    }
+
+    async fn poison_ids(&self) -> Result<Vec<String>> {
+        sqlx::query_scalar("SELECT message_id FROM shop_messages WHERE kind = 'poison'")
+            .fetch_all(self.store.pool())
+            .await
+            .map_err(db)
+    }
+
+    async fn produced(&self) -> Result<(u64, u64)> {
+        let (o, m): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM shop_orders), (SELECT COUNT(*) FROM shop_messages)",
+        )
+        .fetch_one(self.store.pool())
+        .await
+        .map_err(db)?;
+        Ok((o as u64, m as u64))
+    }
+
     async fn in_flight(&self) -> Result<u64> {
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_queue")
             .fetch_one(self.store.pool())

@@ -1,0 +1,86 @@
+//! The short soak of the README's test command: 5,000 messages with a SIGKILL every 2 s, on
+//! the embedded default and on PostgreSQL. Asserts on the JSON summary, which is read from
+//! the databases and the parking store.
+
+use std::process::Command;
+
+fn soak(dir: &std::path::Path, database: &str) -> serde_json::Value {
+    let json = dir.join("soak.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
+        .current_dir(dir)
+        .args([
+            "soak",
+            "--messages",
+            "5000",
+            "--kill-every",
+            "2",
+            "--timeout-secs",
+            "300",
+            "--database",
+            database,
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run postroom soak");
+    assert!(
+        out.status.success(),
+        "soak failed\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+fn check(r: &serde_json::Value) {
+    assert_eq!(r["messages"], 5000);
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["duplicate_effects"], 0);
+    assert_eq!(r["order_violations"], 0);
+    assert_eq!(r["parked_unexpected"], 0, "only poison is parked");
+    assert!(
+        r["parked"].as_u64().unwrap() > 0,
+        "poison was produced and parked"
+    );
+    assert!(r["kills"].as_u64().unwrap() >= 1);
+    assert_eq!(r["rejected"], r["out_of_stock_orders"]);
+    assert_eq!(r["stock_consistent"], true);
+    for key in ["broker_restarts", "elapsed_s", "throughput_msgs_per_s"] {
+        assert!(r.get(key).is_some(), "{key} in the summary");
+    }
+}
+
+#[test]
+fn soak_embedded_default() {
+    let dir = tempfile::tempdir().unwrap();
+    check(&soak(dir.path(), "postroom-soak.db"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn soak_postgres() {
+    let admin = std::env::var("POSTROOM_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let name = format!(
+        "pr_soak_{}",
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    );
+    let pool = sqlx::PgPool::connect(&admin)
+        .await
+        .expect("PostgreSQL must be running (POSTROOM_TEST_PG)");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let dir = tempfile::tempdir().unwrap();
+    let r = tokio::task::spawn_blocking({
+        let (dir, url) = (dir.path().to_path_buf(), url.clone());
+        move || soak(&dir, &url)
+    })
+    .await
+    .unwrap();
+    check(&r);
+    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&pool)
+        .await;
+}
