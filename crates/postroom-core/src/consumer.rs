@@ -8,7 +8,7 @@
 
 use crate::breaker::{BreakerConfig, CircuitBreaker};
 use crate::decode::EnvelopeDecoder;
-use crate::envelope::{Envelope, MessageId};
+use crate::envelope::Envelope;
 use crate::error::ErrorClass;
 use crate::handler::{Handler, Incoming};
 use crate::message::{headers as h, truncate};
@@ -328,10 +328,7 @@ pub fn parked_record(
         .get(h::FIRST_FAILURE_AT)
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map_or(now, |t| t.with_timezone(&Utc));
-    let message_id = msg
-        .id
-        .or(envelope.map(|e| e.id))
-        .unwrap_or_else(MessageId::new);
+    let message_id = msg.id.or(envelope.map(|e| e.id)).unwrap_or_default();
     ParkedMessage {
         message_id,
         consumer: cfg.name.clone(),

@@ -113,7 +113,6 @@ pub struct Envelope {
 
 impl Envelope {
     /// Start building an envelope with a fresh id and `occurred_at = now`.
-    #[must_use]
     pub fn builder(
         message_type: impl Into<String>,
         producer: impl Into<String>,
@@ -145,7 +144,6 @@ impl Envelope {
     }
 
     /// A new envelope caused by this one: same correlation id, causation id = this id.
-    #[must_use]
     pub fn follow_up(
         &self,
         message_type: impl Into<String>,

@@ -140,12 +140,12 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                     Some(d)
                 }
             };
-            if let Some(ret) = self.config.retention {
-                if last_purge.elapsed() > Duration::from_secs(60) {
-                    last_purge = Instant::now();
-                    if let Err(e) = self.store.purge_published(ret).await {
-                        tracing::warn!(error = %e, "outbox retention purge failed");
-                    }
+            if let Some(ret) = self.config.retention
+                && last_purge.elapsed() > Duration::from_secs(60)
+            {
+                last_purge = Instant::now();
+                if let Err(e) = self.store.purge_published(ret).await {
+                    tracing::warn!(error = %e, "outbox retention purge failed");
                 }
             }
             if let Some(d) = pause {

@@ -61,13 +61,13 @@ impl SqliteStore {
     /// apply migrations. Several processes may open the same file.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!("database directory {} does not exist", dir.display()),
-                ));
-            }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("database directory {} does not exist", dir.display()),
+            ));
         }
         let options = SqliteConnectOptions::new()
             .filename(&path)

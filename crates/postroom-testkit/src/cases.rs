@@ -549,7 +549,7 @@ pub async fn redrive_resumes_after_interruption<B: Backend>(b: &Arc<B>) {
         .unwrap()
         .done;
     assert!(
-        partial >= 1 && partial < 4,
+        (1..4).contains(&partial),
         "interrupted midway, done = {partial}"
     );
     let done = redriver.execute(&rec.id, 50.0, |_| {}).await.unwrap();
