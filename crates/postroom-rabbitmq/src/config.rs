@@ -57,6 +57,11 @@ pub struct ConsumerTopology {
     /// Binding keys on the work exchange (topic patterns).
     #[serde(default)]
     pub bindings: Vec<String>,
+    /// Partitioned mode (R13) when above 0: a consistent-hash exchange on the aggregate key
+    /// header in front of this many single-active-consumer queues `<work>.p<i>`, instead of
+    /// one work queue. Per-aggregate order holds with any number of consumer processes.
+    #[serde(default)]
+    pub partitions: u16,
 }
 
 /// The whole topology of one workload.
@@ -168,7 +173,20 @@ impl TopologyConfig {
         let name = name.into();
         let bindings = bindings.iter().map(|s| (*s).to_string()).collect();
         self.consumers.retain(|c| c.name != name);
-        self.consumers.push(ConsumerTopology { name, bindings });
+        self.consumers.push(ConsumerTopology {
+            name,
+            bindings,
+            partitions: 0,
+        });
+        self
+    }
+
+    /// Make `consumer` (already added) partitioned over `partitions` queues.
+    #[must_use]
+    pub fn partitioned(mut self, consumer: &str, partitions: u16) -> Self {
+        for c in self.consumers.iter_mut().filter(|c| c.name == consumer) {
+            c.partitions = partitions;
+        }
         self
     }
 

@@ -54,6 +54,9 @@ pub struct QueueInfo {
     /// Consumers attached.
     #[serde(default)]
     pub consumers: Option<u64>,
+    /// Rates and totals (`publish`, `deliver`, `ack`, …) once the broker has collected them.
+    #[serde(default)]
+    pub message_stats: Value,
 }
 
 /// A binding.
@@ -368,6 +371,29 @@ impl ManagementApi {
         )
         .await?;
         Ok(())
+    }
+
+    /// Force-close every connection whose client named itself `connection_name` (what a
+    /// network failure or an operator does; tests of the reconnect path). Returns how many.
+    pub async fn close_connections_named(&self, connection_name: &str) -> Result<usize> {
+        let conns: Vec<Value> = self.list("api/connections").await?;
+        let mut n = 0;
+        for c in conns {
+            let named = c
+                .pointer("/client_properties/connection_name")
+                .and_then(Value::as_str)
+                == Some(connection_name);
+            if let (true, Some(name)) = (named, c.get("name").and_then(Value::as_str)) {
+                self.call(
+                    Method::DELETE,
+                    &format!("api/connections/{}", encode_segment(name)),
+                    None,
+                )
+                .await?;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// Delete every queue, exchange and policy whose name starts with `prefix` (test cleanup,

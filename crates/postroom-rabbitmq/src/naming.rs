@@ -53,6 +53,18 @@ impl ConsumerNames {
         format!("{}.retry.{}", self.work_queue, Self::stage_key(delay))
     }
 
+    /// The consistent-hash exchange of a partitioned consumer: `<work>.partitioned`.
+    #[must_use]
+    pub fn partition_exchange(&self) -> String {
+        format!("{}.partitioned", self.work_queue)
+    }
+
+    /// Partition queue `i` of a partitioned consumer: `<work>.p<i>`.
+    #[must_use]
+    pub fn partition_queue(&self, i: u16) -> String {
+        format!("{}.p{i}", self.work_queue)
+    }
+
     /// The routing key of a delay stage on the retry exchange: `5s`.
     #[must_use]
     pub fn stage_key(delay: Duration) -> String {

@@ -3,7 +3,9 @@
 
 use super::desired::DesiredTopology;
 use crate::error::amqp;
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{
+    ExchangeBindOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
 use postroom_core::Result;
@@ -41,7 +43,7 @@ pub async fn declare(ch: &Channel, t: &DesiredTopology) -> Result<()> {
         ..ExchangeDeclareOptions::default()
     };
     for e in &t.exchanges {
-        ch.exchange_declare(&e.name, kind(&e.kind), durable, FieldTable::default())
+        ch.exchange_declare(&e.name, kind(&e.kind), durable, arguments(&e.arguments))
             .await
             .map_err(|err| amqp(format!("declaring exchange {}", e.name), err))?;
     }
@@ -58,17 +60,28 @@ pub async fn declare(ch: &Channel, t: &DesiredTopology) -> Result<()> {
         .map_err(|err| amqp(format!("declaring queue {}", q.name), err))?;
     }
     for b in &t.bindings {
-        ch.queue_bind(
-            &b.queue,
-            &b.source,
-            &b.key,
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|err| {
+        let bound = if b.to_exchange {
+            ch.exchange_bind(
+                &b.destination,
+                &b.source,
+                &b.key,
+                ExchangeBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+        } else {
+            ch.queue_bind(
+                &b.destination,
+                &b.source,
+                &b.key,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+        };
+        bound.map_err(|err| {
             amqp(
-                format!("binding {} to {} with {}", b.queue, b.source, b.key),
+                format!("binding {} to {} with {}", b.destination, b.source, b.key),
                 err,
             )
         })?;

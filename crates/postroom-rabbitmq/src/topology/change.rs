@@ -72,7 +72,11 @@ impl fmt::Display for Change {
                 serde_json::Value::Object(q.arguments.clone())
             ),
             Change::CreateBinding(b) => {
-                write!(f, "bind {} -> {} with key {:?}", b.source, b.queue, b.key)
+                write!(
+                    f,
+                    "bind {} -> {} with key {:?}",
+                    b.source, b.destination, b.key
+                )
             }
             Change::RemoveBinding(b) => write!(
                 f,

@@ -3,15 +3,18 @@
 use crate::config::{RetryStyle, TopologyConfig};
 use crate::management::PolicyInfo;
 use crate::naming::{ConsumerNames, PARKING_KEY};
+use postroom_core::message::headers::AGGREGATE_KEY;
 use serde_json::{Map, Value, json};
 
 /// An exchange postroom wants.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ExchangeSpec {
     /// Name.
     pub name: String,
-    /// `topic` or `direct`.
+    /// `topic`, `direct` or `x-consistent-hash`.
     pub kind: String,
+    /// Declared arguments (`hash-header` of a partition exchange).
+    pub arguments: Map<String, Value>,
 }
 
 /// A queue postroom wants. Its only argument is `x-queue-type`; the rest comes from policies.
@@ -28,8 +31,10 @@ pub struct QueueSpec {
 pub struct BindingSpec {
     /// Source exchange.
     pub source: String,
-    /// Destination queue.
-    pub queue: String,
+    /// Destination queue (or exchange, when `to_exchange`).
+    pub destination: String,
+    /// Whether the destination is an exchange.
+    pub to_exchange: bool,
     /// Routing key.
     pub key: String,
 }
@@ -110,32 +115,19 @@ impl DesiredTopology {
         d.exchanges.push(ExchangeSpec {
             name: cfg.exchange.clone(),
             kind: "topic".into(),
+            arguments: Map::new(),
         });
         for c in &cfg.consumers {
             let n = ConsumerNames::new(&cfg.prefix, &c.name);
             d.exchanges.push(ExchangeSpec {
                 name: n.retry_exchange.clone(),
                 kind: "direct".into(),
+                arguments: Map::new(),
             });
             d.exchanges.push(ExchangeSpec {
                 name: n.dlx_exchange.clone(),
                 kind: "direct".into(),
-            });
-            d.queues.push(QueueSpec {
-                name: n.work_queue.clone(),
-                arguments: quorum(),
-            });
-            for key in &c.bindings {
-                d.bindings.push(BindingSpec {
-                    source: cfg.exchange.clone(),
-                    queue: n.work_queue.clone(),
-                    key: key.clone(),
-                });
-            }
-            d.bindings.push(BindingSpec {
-                source: n.retry_exchange.clone(),
-                queue: n.work_queue.clone(),
-                key: n.return_key().into(),
+                arguments: Map::new(),
             });
             let (dlx, dlk) = match cfg.retry_style {
                 RetryStyle::AckPublish => (n.dlx_exchange.clone(), PARKING_KEY.to_string()),
@@ -144,17 +136,64 @@ impl DesiredTopology {
                     ConsumerNames::stage_key(cfg.ladder.delay(0)),
                 ),
             };
-            d.policies.push(policy(
-                cfg,
-                &n.work_queue,
-                json!({
-                    "dead-letter-exchange": dlx,
-                    "dead-letter-routing-key": dlk,
-                    "dead-letter-strategy": "at-least-once",
-                    "overflow": "reject-publish",
-                    "delivery-limit": cfg.delivery_limit,
-                }),
-            ));
+            let work_policy = json!({
+                "dead-letter-exchange": dlx,
+                "dead-letter-routing-key": dlk,
+                "dead-letter-strategy": "at-least-once",
+                "overflow": "reject-publish",
+                "delivery-limit": cfg.delivery_limit,
+            });
+            // Where the work arrives: the work queue, or (partitioned) a consistent-hash
+            // exchange in front of N single-active-consumer queues. Retries return the same
+            // way, so a retried message hashes to the same partition.
+            let (entry, entry_is_exchange) = if c.partitions == 0 {
+                d.queues.push(QueueSpec {
+                    name: n.work_queue.clone(),
+                    arguments: quorum(),
+                });
+                d.policies
+                    .push(policy(cfg, &n.work_queue, work_policy.clone()));
+                (n.work_queue.clone(), false)
+            } else {
+                let mut args = Map::new();
+                args.insert("hash-header".into(), Value::String(AGGREGATE_KEY.into()));
+                d.exchanges.push(ExchangeSpec {
+                    name: n.partition_exchange(),
+                    kind: "x-consistent-hash".into(),
+                    arguments: args,
+                });
+                for i in 0..c.partitions {
+                    let mut qargs = quorum();
+                    qargs.insert("x-single-active-consumer".into(), Value::Bool(true));
+                    let q = n.partition_queue(i);
+                    d.queues.push(QueueSpec {
+                        name: q.clone(),
+                        arguments: qargs,
+                    });
+                    d.bindings.push(BindingSpec {
+                        source: n.partition_exchange(),
+                        destination: q.clone(),
+                        to_exchange: false,
+                        key: "1".into(),
+                    });
+                    d.policies.push(policy(cfg, &q, work_policy.clone()));
+                }
+                (n.partition_exchange(), true)
+            };
+            for key in &c.bindings {
+                d.bindings.push(BindingSpec {
+                    source: cfg.exchange.clone(),
+                    destination: entry.clone(),
+                    to_exchange: entry_is_exchange,
+                    key: key.clone(),
+                });
+            }
+            d.bindings.push(BindingSpec {
+                source: n.retry_exchange.clone(),
+                destination: entry,
+                to_exchange: entry_is_exchange,
+                key: n.return_key().into(),
+            });
             for delay in stages(cfg) {
                 let q = n.retry_queue(delay);
                 d.queues.push(QueueSpec {
@@ -163,7 +202,8 @@ impl DesiredTopology {
                 });
                 d.bindings.push(BindingSpec {
                     source: n.retry_exchange.clone(),
-                    queue: q.clone(),
+                    destination: q.clone(),
+                    to_exchange: false,
                     key: ConsumerNames::stage_key(delay),
                 });
                 d.policies.push(policy(
@@ -184,7 +224,8 @@ impl DesiredTopology {
             });
             d.bindings.push(BindingSpec {
                 source: n.dlx_exchange.clone(),
-                queue: n.parking_queue.clone(),
+                destination: n.parking_queue.clone(),
+                to_exchange: false,
                 key: PARKING_KEY.into(),
             });
             d.policies.push(policy(

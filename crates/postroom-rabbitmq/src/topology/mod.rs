@@ -85,17 +85,21 @@ impl Topology {
         for e in d.exchanges.iter().filter(|e| seen.insert(e.name.clone())) {
             match exchanges.iter().find(|a| a.name == e.name) {
                 None => changes.push(Change::CreateExchange(e.clone())),
-                Some(a) if a.kind != e.kind || !a.durable => {
-                    changes.push(Change::ExchangeConflict {
+                Some(a) if a.kind != e.kind || !a.durable || a.arguments != e.arguments => changes
+                    .push(Change::ExchangeConflict {
                         name: e.name.clone(),
-                        want: format!("durable {}", e.kind),
-                        have: format!(
-                            "{}{}",
-                            if a.durable { "durable " } else { "transient " },
-                            a.kind
+                        want: format!(
+                            "durable {} {}",
+                            e.kind,
+                            serde_json::Value::Object(e.arguments.clone())
                         ),
-                    })
-                }
+                        have: format!(
+                            "{}{} {}",
+                            if a.durable { "durable " } else { "transient " },
+                            a.kind,
+                            serde_json::Value::Object(a.arguments.clone())
+                        ),
+                    }),
                 Some(_) => {}
             }
         }
@@ -124,27 +128,27 @@ impl Topology {
                 Some(_) => {}
             }
         }
+        let same = |a: &crate::management::BindingInfo, b: &desired::BindingSpec| {
+            a.source == b.source
+                && a.destination == b.destination
+                && a.destination_type == if b.to_exchange { "exchange" } else { "queue" }
+                && a.routing_key == b.key
+        };
         for b in &d.bindings {
-            let present = bindings.iter().any(|a| {
-                a.source == b.source
-                    && a.destination == b.queue
-                    && a.destination_type == "queue"
-                    && a.routing_key == b.key
-            });
-            if !present {
+            if !bindings.iter().any(|a| same(a, b)) {
                 changes.push(Change::CreateBinding(b.clone()));
             }
         }
         let managed_queues: BTreeSet<&str> = d.queues.iter().map(|q| q.name.as_str()).collect();
-        let managed_sources: BTreeSet<&str> = d.exchanges.iter().map(|e| e.name.as_str()).collect();
+        let managed_exchanges: BTreeSet<&str> =
+            d.exchanges.iter().map(|e| e.name.as_str()).collect();
         for a in &bindings {
-            let ours = a.destination_type == "queue"
-                && managed_queues.contains(a.destination.as_str())
-                && managed_sources.contains(a.source.as_str());
-            let wanted = d.bindings.iter().any(|b| {
-                b.source == a.source && b.queue == a.destination && b.key == a.routing_key
-            });
-            if ours && !wanted {
+            let managed_destination = match a.destination_type.as_str() {
+                "queue" => managed_queues.contains(a.destination.as_str()),
+                _ => managed_exchanges.contains(a.destination.as_str()),
+            };
+            let ours = managed_destination && managed_exchanges.contains(a.source.as_str());
+            if ours && !d.bindings.iter().any(|b| same(a, b)) {
                 changes.push(Change::RemoveBinding(a.clone()));
             }
         }
@@ -191,14 +195,16 @@ impl Topology {
                 Change::SetPolicy(p) => self.api.put_policy(p).await?,
                 Change::CreateExchange(e) => {
                     self.api
-                        .declare_exchange(&e.name, &e.kind, serde_json::Map::new())
+                        .declare_exchange(&e.name, &e.kind, e.arguments.clone())
                         .await?
                 }
                 Change::CreateQueue(q) => {
                     self.api.declare_queue(&q.name, q.arguments.clone()).await?
                 }
                 Change::CreateBinding(b) => {
-                    self.api.bind(&b.source, &b.queue, false, &b.key).await?
+                    self.api
+                        .bind(&b.source, &b.destination, b.to_exchange, &b.key)
+                        .await?
                 }
                 Change::RemoveBinding(b) => self.api.unbind(b).await?,
                 Change::RemovePolicy(name) => self.api.delete_policy(name).await?,

@@ -49,12 +49,18 @@ impl TestRabbit {
             ..TopologyConfig::default()
         };
         let api = ManagementApi::new(&api_url(), "/").expect("management API URL");
-        let broker = Broker::connect(&amqp_url()).await.unwrap_or_else(|e| {
-            panic!(
-                "RabbitMQ is required at {} (set POSTROOM_TEST_AMQP): {e}",
-                amqp_url()
-            )
-        });
+        let options = postroom_rabbitmq::BrokerOptions {
+            connection_name: prefix.clone(),
+            ..Default::default()
+        };
+        let broker = Broker::connect_with(&amqp_url(), options)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "RabbitMQ is required at {} (set POSTROOM_TEST_AMQP): {e}",
+                    amqp_url()
+                )
+            });
         api.exchanges().await.unwrap_or_else(|e| {
             panic!(
                 "the management API is required at {} (set POSTROOM_TEST_RABBIT_API): {e}",

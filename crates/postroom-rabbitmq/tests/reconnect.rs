@@ -1,0 +1,76 @@
+//! R16: the broker closes the connection under a running consumer and publisher; the link
+//! reconnects with a bounded backoff, re-declares the topology, rebuilds its channels, and
+//! consumption resumes.
+
+mod common;
+
+use common::probe::{Mode, Probe, policy, run};
+use common::{TestRabbit, eventually, order};
+use postroom_core::{OutgoingMessage, Publisher};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("rc", &["order.created"]).await;
+    let publisher = t.publisher();
+    let probe = Probe::new(Mode::Ok);
+    let running = run(
+        t.subscriber("rc", 2, publisher.clone()),
+        "rc",
+        probe.clone(),
+        policy("1s", 3),
+        2,
+    );
+    let first = order("rc1", 1);
+    publisher
+        .publish(&OutgoingMessage::from_envelope(&first, "order.created"))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            !probe.calls_for(first.id).is_empty()
+        })
+        .await
+    );
+
+    // Someone deletes the work queue's binding, then the broker (or an operator) closes the
+    // connection: the reconnect re-declares the topology and so restores the binding.
+    t.unbind(&t.cfg().exchange, "order.created").await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            t.api.close_connections_named(&t.prefix).await.unwrap() >= 1
+        })
+        .await
+    );
+
+    let second = order("rc2", 1);
+    let published = eventually(Duration::from_secs(30), || async {
+        publisher
+            .publish(&OutgoingMessage::from_envelope(&second, "order.created"))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(published, "the publisher reconnects");
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !probe.calls_for(second.id).is_empty()
+        })
+        .await,
+        "consumption resumes"
+    );
+    running.stop().await;
+    let stats = t.broker.stats();
+    assert!(stats.reconnects() >= 1, "reconnected");
+    assert!(
+        stats.reconnects() <= 3,
+        "one reconnect per outage, not a storm: {}",
+        stats.reconnects()
+    );
+    assert!(
+        topo.plan().await.unwrap().is_empty(),
+        "the reconnect re-declared the topology"
+    );
+    t.broker.close().await;
+}
