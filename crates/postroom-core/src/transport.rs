@@ -99,3 +99,30 @@ pub trait BacklogProbe: Send + Sync {
     /// Current backlog of `consumer`.
     async fn backlog(&self, consumer: &str) -> Result<Backlog>;
 }
+
+/// Record `consumer`'s backlog as gauges every `every` until `shutdown` turns true: ready,
+/// unacked, delayed, and the age of the oldest ready message (R15).
+pub async fn report_backlog(
+    probe: std::sync::Arc<dyn BacklogProbe>,
+    consumer: String,
+    every: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use crate::metrics as m;
+    while !*shutdown.borrow() {
+        match probe.backlog(&consumer).await {
+            Ok(b) => {
+                metrics::gauge!(m::READY, "consumer" => consumer.clone()).set(b.ready as f64);
+                metrics::gauge!(m::UNACKED, "consumer" => consumer.clone()).set(b.unacked as f64);
+                metrics::gauge!(m::DELAYED, "consumer" => consumer.clone()).set(b.delayed as f64);
+                metrics::gauge!(m::OLDEST_READY_AGE, "consumer" => consumer.clone())
+                    .set(b.oldest_ready_age.map_or(0.0, |d| d.as_secs_f64()));
+            }
+            Err(e) => tracing::debug!(consumer = %consumer, error = %e, "backlog probe failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
