@@ -98,7 +98,8 @@ impl<H: Handler + ?Sized> Consumer<H> {
             crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         let name = self.config.name.clone();
         loop {
-            if *shutdown.borrow() {
+            // A dropped sender counts as a shutdown, so a lost handle never spins this loop.
+            if *shutdown.borrow() || shutdown.has_changed().is_err() {
                 break;
             }
             if let Some(pause) = self.breaker.pause() {
@@ -387,4 +388,52 @@ pub fn retry_headers(
     headers.insert(h::LAST_ERROR_CODE.into(), plan.error_code.clone());
     headers.insert(h::LAST_ERROR.into(), truncate(&plan.error_message, 500));
     headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Handback;
+    use async_trait::async_trait;
+
+    struct Nothing;
+    #[async_trait]
+    impl Subscriber for Nothing {
+        type Delivery = Never;
+        async fn next(&mut self, max_wait: Duration) -> crate::Result<Option<Never>> {
+            tokio::time::sleep(max_wait.min(Duration::from_millis(5))).await;
+            Ok(None)
+        }
+    }
+    struct Never(ReceivedMessage);
+    #[async_trait]
+    impl Delivery for Never {
+        fn message(&self) -> &ReceivedMessage {
+            &self.0
+        }
+        async fn ack(self) -> std::result::Result<(), Handback<Self>> {
+            Ok(())
+        }
+        async fn retry(self, _: &crate::RetryPlan) -> std::result::Result<(), Handback<Self>> {
+            Ok(())
+        }
+        async fn park(self, _: &ParkedMessage) -> std::result::Result<(), Handback<Self>> {
+            Ok(())
+        }
+    }
+    struct Ok_;
+    #[async_trait]
+    impl Handler for Ok_ {
+        async fn handle(&self, _: &Incoming) -> Result<Handled, HandlerError> {
+            Ok(Handled::Applied)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_shutdown_sender_stops_the_loop() {
+        let consumer = Consumer::new(ConsumerConfig::new("c", EnvelopeDecoder::new()), Arc::new(Ok_));
+        let (tx, rx) = watch::channel(false);
+        drop(tx);
+        tokio::time::timeout(Duration::from_secs(2), consumer.run(Nothing, rx)).await.expect("the loop ends");
+    }
 }

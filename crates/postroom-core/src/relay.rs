@@ -123,7 +123,7 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         let mut backoff =
             crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         let mut last_purge = Instant::now();
-        while !*shutdown.borrow() {
+        while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
             let pass = self.run_once().await;
             let pause = match pass {
                 Ok(p) => {

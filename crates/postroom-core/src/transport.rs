@@ -109,7 +109,7 @@ pub async fn report_backlog(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     use crate::metrics as m;
-    while !*shutdown.borrow() {
+    while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
         match probe.backlog(&consumer).await {
             Ok(b) => {
                 metrics::gauge!(m::READY, "consumer" => consumer.clone()).set(b.ready as f64);
