@@ -33,6 +33,7 @@ impl Default for BrokerOptions {
 }
 
 struct LinkState {
+    closed: bool,
     conn: Option<Connection>,
     backoff: Backoff,
     not_before: Instant,
@@ -69,6 +70,7 @@ impl Broker {
             uri: uri.to_string(),
             options,
             state: tokio::sync::Mutex::new(LinkState {
+                closed: false,
                 conn: Some(conn),
                 backoff,
                 not_before: Instant::now(),
@@ -94,6 +96,12 @@ impl Broker {
     /// delay; a caller arriving before the delay is over gets a `Connection` error at once.
     pub async fn channel(&self) -> Result<Channel> {
         let mut st = self.state.lock().await;
+        if st.closed {
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "the broker link was closed (shutdown)",
+            ));
+        }
         if let Some(conn) = &st.conn {
             if conn.status().connected() {
                 match conn.create_channel().await {
@@ -150,7 +158,7 @@ impl Broker {
         {
             tracing::debug!(error = %e, "closing the connection");
         }
-        st.not_before = Instant::now() + Duration::from_secs(3600 * 24 * 365);
+        st.closed = true;
     }
 
     /// Drop the connection without closing it politely, as a network failure would (tests of

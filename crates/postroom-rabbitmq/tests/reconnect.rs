@@ -74,3 +74,75 @@ async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
     );
     t.broker.close().await;
 }
+
+/// The broker cancels the consumer when its queue is deleted: the cancellation is counted,
+/// the subscriber reopens once the topology is back, and consumption resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_cancelled_by_the_broker_is_counted_and_resumes() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("cc", &["order.created"]).await;
+    let publisher = t.publisher();
+    let probe = Probe::new(Mode::Ok);
+    let running = run(
+        t.subscriber("cc", 2, publisher.clone()),
+        "cc",
+        probe.clone(),
+        policy("1s", 3),
+        1,
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            t.api
+                .queue(&topo.names("cc").work_queue)
+                .await
+                .unwrap()
+                .and_then(|q| q.consumers)
+                == Some(1)
+        })
+        .await
+    );
+    t.api
+        .delete_queue(&topo.names("cc").work_queue)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            t.broker.stats().cancellations() >= 1
+        })
+        .await,
+        "cancellation counted"
+    );
+    topo.apply().await.unwrap();
+    let env = order("cc1", 1);
+    publisher
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !probe.calls_for(env.id).is_empty()
+        })
+        .await,
+        "consumption resumes"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn prefetch_zero_is_refused_and_a_closed_link_says_so() {
+    let t = TestRabbit::new("1s").await;
+    let opts = postroom_rabbitmq::SubscriberOptions::new(0);
+    let err = postroom_rabbitmq::RabbitSubscriber::new(
+        t.broker.clone(),
+        t.publisher(),
+        &t.cfg(),
+        "x",
+        opts,
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), postroom_core::ErrorKind::Config);
+    assert!(err.to_string().contains("prefetch"), "{err}");
+    t.broker.close().await;
+    let err = t.broker.channel().await.unwrap_err();
+    assert_eq!(err.kind(), postroom_core::ErrorKind::Closed, "{err}");
+}

@@ -303,4 +303,36 @@ mod tests {
         assert_eq!(main.definition["dead-letter-exchange"], "c.retry");
         assert_eq!(main.definition["dead-letter-routing-key"], "5s");
     }
+
+    #[test]
+    fn partitioned_consumer_gets_a_hash_exchange_and_single_active_queues() {
+        let cfg = TopologyConfig::default()
+            .with_consumer("po", &["order.*"])
+            .partitioned("po", 2);
+        let d = DesiredTopology::of(&cfg);
+        let x = d
+            .exchanges
+            .iter()
+            .find(|e| e.name == "po.partitioned")
+            .unwrap();
+        assert_eq!(x.kind, "x-consistent-hash");
+        assert_eq!(x.arguments["hash-header"], "x-aggregate-key");
+        assert!(
+            !d.queues.iter().any(|q| q.name == "po"),
+            "no plain work queue"
+        );
+        let p0 = d.queues.iter().find(|q| q.name == "po.p0").unwrap();
+        assert_eq!(p0.arguments["x-single-active-consumer"], true);
+        assert!(
+            d.bindings.iter().any(|b| b.source == "orders"
+                && b.destination == "po.partitioned"
+                && b.to_exchange)
+        );
+        assert!(
+            d.bindings.iter().any(|b| b.source == "po.retry"
+                && b.destination == "po.partitioned"
+                && b.key == "po")
+        );
+        assert!(d.policies.iter().any(|p| p.name == "postroom:po.p1"));
+    }
 }
