@@ -111,7 +111,6 @@ impl<S: ParkingStore + ?Sized> ParkingIngest<S> {
                 .ack(BasicAckOptions::default())
                 .await
                 .map_err(|e| amqp("acking a parked message", e))?;
-            metrics::counter!(postroom_core::metrics::PARKED, "consumer" => self.names.consumer.clone(), "code" => "ingested").increment(1);
             tracing::info!(message_id = %record.message_id, code = %record.error_code, "parked message stored");
             stored += 1;
         }
