@@ -1,0 +1,205 @@
+//! The command-line arguments of the harness (`postroom bench`).
+
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// A group of measurements that can be selected with `--scenario`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Scenario {
+    /// Outbox in PostgreSQL to a RabbitMQ quorum queue with confirms, beside a raw lapin loop.
+    Relay,
+    /// RabbitMQ to handler to inbox + business update in PostgreSQL to ack, beside the same
+    /// transaction run raw; and a batched mode beside the per-message mode.
+    Consumer,
+    /// End-to-end latency, outbox commit to handler start, at a fixed offered rate.
+    Latency,
+    /// Many retries walking the ladder: none early, p99 lateness within budget.
+    Retry,
+    /// The handler's database down under load: consumer CPU and broker deliveries.
+    HotLoop,
+    /// Relay and consumer RSS with a large backlog, each in its own process.
+    Memory,
+    /// Relay and consumer on the embedded default (SQLite), beside raw SQLite.
+    Embedded,
+}
+
+impl Scenario {
+    /// Every scenario, in run order.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Relay,
+        Scenario::Consumer,
+        Scenario::Embedded,
+        Scenario::Latency,
+        Scenario::Retry,
+        Scenario::HotLoop,
+        Scenario::Memory,
+    ];
+}
+
+/// Arguments of `postroom bench`.
+///
+/// Every scenario runs beside its baseline in the same process run; the result is a ratio
+/// against a target. Servers come from `POSTROOM_TEST_PG`, `POSTROOM_TEST_AMQP` and
+/// `POSTROOM_TEST_RABBIT_API` (localhost defaults); every queue, exchange, policy and
+/// database the harness creates has a random name and is deleted at the end.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Write the results as JSON to this file (one object per measurement).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Run only this scenario (repeatable). Default: all of them.
+    #[arg(long = "scenario", value_enum, value_name = "NAME")]
+    pub scenarios: Vec<Scenario>,
+
+    /// Small sizes everywhere (a smoke run that proves the harness works, in seconds).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Messages per throughput run (relay, consumer, embedded). Default 20000, quick 300.
+    #[arg(long, value_name = "N")]
+    pub messages: Option<usize>,
+
+    /// Target size of each message body in bytes (the envelope JSON is padded to it).
+    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    pub payload_bytes: usize,
+
+    /// Handlers running at once in the consumer scenarios (both postroom and raw), and the
+    /// PostgreSQL pool size.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+
+    /// RabbitMQ prefetch (unacked deliveries in flight) of every consumer. Must cover
+    /// `--batch` for the batched consumer, which uses at least twice the batch.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    pub prefetch: u16,
+
+    /// Rows per relay claim, messages per raw publish window, and messages per transaction
+    /// in the batched consumer.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=10000))]
+    pub batch: u16,
+
+    /// Relays running at once in the relay scenarios (postroom); the raw loop uses as many
+    /// publisher channels.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub relays: u16,
+
+    /// Runs of each throughput pair, alternating postroom and raw; the median of each counts.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
+    pub rounds: u16,
+
+    /// Offered rate of the latency scenario, messages per second (keep it below saturation).
+    #[arg(long, default_value_t = 200.0, value_name = "MSG_PER_SEC")]
+    pub latency_rate: f64,
+
+    /// Duration of the latency scenario in seconds. Default 20, quick 2.
+    #[arg(long, value_name = "SECS")]
+    pub latency_secs: Option<f64>,
+
+    /// Retries to schedule in the retry scenario (spread over messages walking the whole
+    /// ladder). Default 100000, quick 300.
+    #[arg(long, value_name = "N")]
+    pub retries: Option<usize>,
+
+    /// The retry ladder of the retry scenario. Default `1s,2s,4s`; quick `1s,2s`.
+    #[arg(long, value_name = "LADDER")]
+    pub retry_ladder: Option<String>,
+
+    /// Offered rate of first deliveries in the retry scenario, messages per second.
+    #[arg(long, default_value_t = 150.0, value_name = "MSG_PER_SEC")]
+    pub retry_rate: f64,
+
+    /// How long the handler's database stays down in the hot-loop scenario, in seconds.
+    /// Default 60, quick 4.
+    #[arg(long, value_name = "SECS")]
+    pub outage_secs: Option<f64>,
+
+    /// Messages waiting while the database is down (hot-loop scenario). Default 5000, quick 200.
+    #[arg(long, value_name = "N")]
+    pub outage_messages: Option<usize>,
+
+    /// Backlog of the memory scenario. Default 1000000, quick 5000.
+    #[arg(long, value_name = "N")]
+    pub backlog: Option<usize>,
+
+    /// How long relay and consumer each run over the backlog in the memory scenario, in
+    /// seconds (they stop earlier when it is drained). Default 60, quick 3.
+    #[arg(long, value_name = "SECS")]
+    pub memory_secs: Option<f64>,
+}
+
+impl BenchArgs {
+    /// The scenarios to run, in run order.
+    #[must_use]
+    pub fn selected(&self) -> Vec<Scenario> {
+        if self.scenarios.is_empty() {
+            return Scenario::ALL.to_vec();
+        }
+        Scenario::ALL
+            .into_iter()
+            .filter(|s| self.scenarios.contains(s))
+            .collect()
+    }
+
+    fn pick<T>(&self, given: Option<T>, full: T, quick: T) -> T {
+        given.unwrap_or(if self.quick { quick } else { full })
+    }
+
+    /// Messages per throughput run.
+    #[must_use]
+    pub fn messages(&self) -> usize {
+        self.pick(self.messages, 20_000, 300)
+    }
+
+    /// Seconds of the latency run.
+    #[must_use]
+    pub fn latency_secs(&self) -> f64 {
+        self.pick(self.latency_secs, 20.0, 2.0)
+    }
+
+    /// Retries to schedule.
+    #[must_use]
+    pub fn retries(&self) -> usize {
+        self.pick(self.retries, 100_000, 300)
+    }
+
+    /// The retry ladder text.
+    #[must_use]
+    pub fn retry_ladder(&self) -> String {
+        self.pick(self.retry_ladder.clone(), "1s,2s,4s".into(), "1s,2s".into())
+    }
+
+    /// Seconds of database outage.
+    #[must_use]
+    pub fn outage_secs(&self) -> f64 {
+        self.pick(self.outage_secs, 60.0, 4.0)
+    }
+
+    /// Messages waiting during the outage.
+    #[must_use]
+    pub fn outage_messages(&self) -> usize {
+        self.pick(self.outage_messages, 5_000, 200)
+    }
+
+    /// Backlog of the memory scenario.
+    #[must_use]
+    pub fn backlog(&self) -> usize {
+        self.pick(self.backlog, 1_000_000, 5_000)
+    }
+
+    /// Seconds each memory run lasts at most.
+    #[must_use]
+    pub fn memory_secs(&self) -> f64 {
+        self.pick(self.memory_secs, 60.0, 3.0)
+    }
+
+    /// Rounds of each throughput pair.
+    #[must_use]
+    pub fn rounds(&self) -> usize {
+        if self.quick {
+            1
+        } else {
+            usize::from(self.rounds)
+        }
+    }
+}

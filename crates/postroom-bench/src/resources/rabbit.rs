@@ -1,0 +1,240 @@
+//! A RabbitMQ workload with a random prefix: the work exchange, one consumer's quorum queues
+//! and policies applied through postroom's topology, deleted at the end.
+
+use super::Endpoints;
+use crate::error::{BenchError, Context};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueuePurgeOptions};
+use lapin::publisher_confirm::Confirmation;
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use postroom_core::OutgoingMessage;
+use postroom_rabbitmq::{
+    Broker, ConfirmingPublisher, ManagementApi, RabbitSubscriber, SubscriberOptions, Topology,
+    TopologyConfig,
+};
+use std::sync::Arc;
+
+/// The consumer name every scenario uses inside its own workload.
+pub const CONSUMER: &str = "inventory";
+/// The binding of that consumer on the work exchange.
+pub const BINDING: &str = "bench.#";
+
+/// One scenario's isolated topology on the shared broker.
+pub struct Workload {
+    /// Random prefix `prb-<random>-<scenario>`: every name created starts with it.
+    pub prefix: String,
+    /// The topology configuration.
+    pub config: TopologyConfig,
+    /// postroom's broker link.
+    pub broker: Arc<Broker>,
+    /// Management API.
+    pub api: ManagementApi,
+    /// A raw lapin connection for baselines and setup.
+    pub raw: Connection,
+    endpoints: Endpoints,
+    deleted: bool,
+}
+
+impl std::fmt::Debug for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workload")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Workload {
+    /// Declare a workload for `scenario` with retry `ladder` (e.g. `1s,2s`).
+    pub async fn create(
+        endpoints: &Endpoints,
+        scenario: &str,
+        ladder: &str,
+    ) -> Result<Self, BenchError> {
+        let prefix = format!("prb-{}-{scenario}", super::rand_suffix());
+        let config = TopologyConfig {
+            prefix: prefix.clone(),
+            exchange: format!("{prefix}.orders"),
+            ladder: ladder
+                .parse()
+                .map_err(|e| BenchError::Config(format!("retry ladder {ladder:?}: {e}")))?,
+            delivery_limit: 50,
+            ..TopologyConfig::default()
+        }
+        .with_consumer(CONSUMER, &[BINDING]);
+        let unavailable = |what: &'static str, url: &str, e: String| BenchError::Unavailable {
+            server: what,
+            url: postroom_rabbitmq::connection::redact(url),
+            message: e,
+        };
+        let api =
+            ManagementApi::new(&endpoints.rabbit_api, &config.vhost).ctx("management API URL")?;
+        let broker = Broker::connect(&endpoints.amqp)
+            .await
+            .map_err(|e| unavailable("RabbitMQ", &endpoints.amqp, e.to_string()))?;
+        let raw = Connection::connect(&endpoints.amqp, ConnectionProperties::default())
+            .await
+            .map_err(|e| unavailable("RabbitMQ", &endpoints.amqp, e.to_string()))?;
+        let w = Self {
+            prefix,
+            config,
+            broker,
+            api,
+            raw,
+            endpoints: endpoints.clone(),
+            deleted: false,
+        };
+        let topology = Topology::new(w.config.clone(), w.api.clone()).ctx("topology")?;
+        topology.apply().await.map_err(|e| {
+            unavailable(
+                "the RabbitMQ management API",
+                &endpoints.rabbit_api,
+                e.to_string(),
+            )
+        })?;
+        w.broker.redeclare_on_reconnect(topology.desired());
+        Ok(w)
+    }
+
+    /// The consumer's work queue.
+    #[must_use]
+    pub fn work_queue(&self) -> String {
+        self.config.names(CONSUMER).work_queue
+    }
+
+    /// A confirming publisher on postroom's link.
+    #[must_use]
+    pub fn publisher(&self) -> Arc<ConfirmingPublisher> {
+        Arc::new(ConfirmingPublisher::new(self.broker.clone(), &self.config))
+    }
+
+    /// postroom's subscriber on the work queue.
+    pub fn subscriber(&self, prefetch: u16) -> Result<RabbitSubscriber, BenchError> {
+        RabbitSubscriber::new(
+            self.broker.clone(),
+            self.publisher(),
+            &self.config,
+            CONSUMER,
+            SubscriberOptions::new(prefetch),
+        )
+        .ctx("subscriber")
+    }
+
+    /// A raw confirm-mode channel.
+    pub async fn raw_confirm_channel(&self) -> Result<Channel, BenchError> {
+        let ch = self.raw.create_channel().await.ctx("raw channel")?;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .ctx("raw confirm mode")?;
+        Ok(ch)
+    }
+
+    /// Empty the work queue; returns how many messages it held.
+    pub async fn purge(&self) -> Result<u32, BenchError> {
+        let ch = self.raw.create_channel().await.ctx("raw channel")?;
+        let n = ch
+            .queue_purge(&self.work_queue(), QueuePurgeOptions::default())
+            .await
+            .ctx("purging the work queue")?;
+        let _ = ch.close(200, "done").await;
+        Ok(n)
+    }
+
+    /// Publish `messages` to the work exchange on `ch` (confirm mode), `window` in flight at a
+    /// time: the raw lapin loop the relay is compared with, and the producer of consumer runs.
+    pub async fn raw_publish(
+        &self,
+        ch: &Channel,
+        messages: &[OutgoingMessage],
+        window: usize,
+    ) -> Result<(), BenchError> {
+        raw_publish(ch, &self.config.exchange, messages, window).await
+    }
+
+    /// Close the links and delete every queue, exchange and policy of the workload.
+    pub async fn delete(mut self) -> Result<(), BenchError> {
+        self.deleted = true;
+        self.broker.close().await;
+        let _ = self.raw.close(200, "bench done").await;
+        self.api
+            .delete_everything_named(&self.prefix)
+            .await
+            .ctx("deleting the bench workload")?;
+        Ok(())
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        if self.deleted {
+            return;
+        }
+        let (prefix, url, vhost) = (
+            self.prefix.clone(),
+            self.endpoints.rabbit_api.clone(),
+            self.config.vhost.clone(),
+        );
+        let _ = std::thread::spawn(move || {
+            if let (Ok(rt), Ok(api)) = (
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build(),
+                ManagementApi::new(&url, &vhost),
+            ) {
+                let _ = rt.block_on(api.delete_everything_named(&prefix));
+            }
+        })
+        .join();
+    }
+}
+
+/// Publish `messages` to `exchange` with mandatory, persistent, message id and headers,
+/// `window` in flight; fails on a nack or a return.
+pub async fn raw_publish(
+    ch: &Channel,
+    exchange: &str,
+    messages: &[OutgoingMessage],
+    window: usize,
+) -> Result<(), BenchError> {
+    for chunk in messages.chunks(window.max(1)) {
+        let mut pending = Vec::with_capacity(chunk.len());
+        for m in chunk {
+            let mut headers = FieldTable::default();
+            for (k, v) in &m.headers {
+                headers.insert(
+                    ShortString::from(k.clone()),
+                    AMQPValue::LongString(v.as_str().into()),
+                );
+            }
+            let props = BasicProperties::default()
+                .with_message_id(m.id.to_string().into())
+                .with_delivery_mode(2)
+                .with_content_type("application/json".into())
+                .with_headers(headers);
+            let confirm = ch
+                .basic_publish(
+                    exchange,
+                    m.route.as_str(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        immediate: false,
+                    },
+                    &m.body,
+                    props,
+                )
+                .await
+                .ctx("raw publish")?;
+            pending.push(confirm);
+        }
+        for c in futures::future::join_all(pending).await {
+            match c.ctx("raw confirm")? {
+                Confirmation::Ack(None) => {}
+                other => {
+                    return Err(BenchError::Stalled(format!(
+                        "raw publish not confirmed cleanly: {other:?}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}

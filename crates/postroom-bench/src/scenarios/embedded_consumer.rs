@@ -1,0 +1,262 @@
+//! Scenario 7, embedded consumer: postroom's `Consumer` on the embedded SQLite queue with a
+//! handler that claims the inbox row and bumps a counter in one transaction, beside raw SQLite
+//! transactions of the same shape (lease a batch, one transaction per message, delete the
+//! queue row as the ack), at the same concurrency and prefetch. Target ≥ 80 %.
+
+use super::embedded_relay::{now_ms, open};
+use super::handler::{Progress, consumer_config};
+use super::rate;
+use crate::Ctx;
+use crate::error::{BenchError, Context};
+use crate::payload::{self, median};
+use crate::report::{Load, Measurement, Target};
+use crate::resources::rabbit::CONSUMER;
+use postroom_core::{
+    Consumer, Envelope, Handled, Handler, HandlerError, Incoming, Publisher, async_trait,
+};
+use postroom_sqlite::{SqliteStore, SubscribeOptions, inbox};
+use sqlx::Row;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+const EFFECT: &str =
+    "INSERT INTO bench_effects (key, n) VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET n = n + 1";
+const POLL: Duration = Duration::from_millis(20);
+
+/// Run the pair `--rounds` times, alternating which goes first.
+pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
+    let a = &ctx.args;
+    let (n, conc, prefetch) = (
+        a.messages(),
+        usize::from(a.concurrency),
+        usize::from(a.prefetch),
+    );
+    let (_dir, store) = open().await?;
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for round in 0..a.rounds() {
+        let first = round % 2 == 0;
+        for turn in 0..2 {
+            if (turn == 0) == first {
+                ours.push(postroom_round(&store, n, conc, prefetch, a.payload_bytes).await?);
+            } else {
+                raw.push(raw_round(&store, n, conc, prefetch, a.payload_bytes).await?);
+            }
+        }
+    }
+    store.pool().close().await;
+    let load = Load {
+        payload_bytes: a.payload_bytes,
+        concurrency: conc,
+        prefetch,
+        batch_size: 1,
+        messages: n,
+    };
+    Ok(Measurement::new(
+        "embedded_consumer_sqlite",
+        "embedded",
+        "msg/s",
+        median(&ours),
+        median(&raw),
+        "raw SQLite lease / transaction / delete in the same file, same concurrency",
+        Target::at_least(0.8),
+        load,
+    )
+    .detail("postroom_rounds", &ours)
+    .detail("raw_rounds", &raw))
+}
+
+struct SqliteInboxHandler {
+    store: SqliteStore,
+    progress: Arc<Progress>,
+}
+
+#[async_trait]
+impl Handler for SqliteInboxHandler {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let map = postroom_sqlite::map_error;
+        let mut tx = self.store.begin().await?;
+        let fresh = inbox::claim(&mut tx, CONSUMER, m.envelope.id).await?;
+        if fresh {
+            sqlx::query(EFFECT)
+                .bind(&m.envelope.aggregate.id)
+                .execute(&mut *tx)
+                .await
+                .map_err(map)?;
+        }
+        tx.commit().await.map_err(map)?;
+        self.progress.tick();
+        Ok(if fresh {
+            Handled::Applied
+        } else {
+            Handled::Duplicate
+        })
+    }
+}
+
+async fn postroom_round(
+    store: &SqliteStore,
+    n: usize,
+    conc: usize,
+    prefetch: usize,
+    bytes: usize,
+) -> Result<f64, BenchError> {
+    let queue = store.queue();
+    for chunk in payload::outgoing(0, n, bytes).chunks(1000) {
+        for r in queue.publish_batch(chunk).await {
+            r.ctx("filling the embedded queue")?;
+        }
+    }
+    let progress = Arc::new(Progress::default());
+    let handler = Arc::new(SqliteInboxHandler {
+        store: store.clone(),
+        progress: progress.clone(),
+    });
+    let consumer = Arc::new(Consumer::new(consumer_config(conc), handler));
+    let options = SubscribeOptions {
+        prefetch,
+        poll_interval: POLL,
+        ..SubscribeOptions::default()
+    };
+    let sub = queue
+        .subscribe(CONSUMER, &[crate::resources::rabbit::BINDING], options)
+        .await
+        .ctx("subscribe")?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let task = tokio::spawn({
+        let consumer = consumer.clone();
+        async move { consumer.run(sub, stopped).await }
+    });
+    let done = progress.wait_for(n, super::consumer::timeout(n)).await;
+    let _ = stop.send(true);
+    task.await
+        .map_err(|e| BenchError::Stalled(format!("consumer task: {e}")))?;
+    let per_sec = rate(n, started.elapsed());
+    if !done {
+        return Err(BenchError::Stalled(format!(
+            "embedded consumer handled {} of {n}",
+            progress.done()
+        )));
+    }
+    Ok(per_sec)
+}
+
+async fn raw_round(
+    store: &SqliteStore,
+    n: usize,
+    conc: usize,
+    prefetch: usize,
+    bytes: usize,
+) -> Result<f64, BenchError> {
+    let msgs = payload::outgoing(0, n, bytes);
+    for chunk in msgs.chunks(1000) {
+        let mut tx = store.begin().await.ctx("begin")?;
+        for m in chunk {
+            sqlx::query("INSERT INTO raw_queue (consumer, message_id, routing_key, headers, body, visible_at) VALUES (?, ?, ?, ?, ?, ?)")
+                .bind(CONSUMER)
+                .bind(m.id.to_string())
+                .bind(m.route.as_str())
+                .bind(serde_json::to_string(&m.headers).unwrap_or_default())
+                .bind(&m.body)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .ctx("raw fill")?;
+        }
+        tx.commit().await.ctx("commit")?;
+    }
+    let permits = Arc::new(Semaphore::new(conc));
+    let started = Instant::now();
+    let deadline = Instant::now() + super::consumer::timeout(n);
+    let mut tasks = Vec::with_capacity(n);
+    let mut taken = 0;
+    while taken < n {
+        if Instant::now() > deadline {
+            return Err(BenchError::Stalled(format!("raw took {taken} of {n}")));
+        }
+        let permit = permits.clone().acquire_owned().await.expect("open");
+        let now = now_ms();
+        let token = uuid::Uuid::now_v7().to_string();
+        let mut tx = store.begin().await.ctx("raw lease begin")?;
+        let rows = sqlx::query(
+            "UPDATE raw_queue SET lease_token = ?1, leased_until = ?2
+             WHERE seq IN (SELECT seq FROM raw_queue WHERE consumer = ?3 AND visible_at <= ?4
+                           AND (leased_until IS NULL OR leased_until < ?4) ORDER BY visible_at, seq LIMIT ?5)
+             RETURNING seq, body",
+        )
+        .bind(&token)
+        .bind(now + 30_000)
+        .bind(CONSUMER)
+        .bind(now)
+        .bind(prefetch as i64)
+        .fetch_all(&mut *tx)
+        .await
+        .ctx("raw lease")?;
+        tx.commit().await.ctx("raw lease commit")?;
+        if rows.is_empty() {
+            drop(permit);
+            tokio::time::sleep(POLL).await;
+            continue;
+        }
+        // The first row uses the permit taken above; the others take their own.
+        let mut permit = Some(permit);
+        for row in rows {
+            let p = match permit.take() {
+                Some(p) => p,
+                None => permits.clone().acquire_owned().await.expect("open"),
+            };
+            taken += 1;
+            let (store, token) = (store.clone(), token.clone());
+            let seq: i64 = row.get("seq");
+            let body: Vec<u8> = row.get("body");
+            tasks.push(tokio::spawn(async move {
+                let r = raw_handle(&store, seq, &token, &body).await;
+                drop(p);
+                r
+            }));
+        }
+    }
+    for t in tasks {
+        t.await
+            .map_err(|e| BenchError::Stalled(format!("raw task: {e}")))??;
+    }
+    Ok(rate(n, started.elapsed()))
+}
+
+async fn raw_handle(
+    store: &SqliteStore,
+    seq: i64,
+    token: &str,
+    body: &[u8],
+) -> Result<(), BenchError> {
+    let env: Envelope =
+        serde_json::from_slice(body).map_err(|e| BenchError::Config(format!("decode: {e}")))?;
+    let mut tx = store.begin().await.ctx("raw begin")?;
+    let fresh = sqlx::query(
+        "INSERT OR IGNORE INTO raw_inbox (consumer, message_id, processed_at) VALUES (?, ?, ?)",
+    )
+    .bind(CONSUMER)
+    .bind(env.id.to_string())
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await
+    .ctx("raw inbox")?
+    .rows_affected()
+        == 1;
+    if fresh {
+        sqlx::query(EFFECT)
+            .bind(&env.aggregate.id)
+            .execute(&mut *tx)
+            .await
+            .ctx("raw effect")?;
+    }
+    tx.commit().await.ctx("raw commit")?;
+    sqlx::query("DELETE FROM raw_queue WHERE seq = ? AND lease_token = ?")
+        .bind(seq)
+        .bind(token)
+        .execute(store.pool())
+        .await
+        .ctx("raw ack")?;
+    Ok(())
+}

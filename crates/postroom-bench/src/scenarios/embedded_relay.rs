@@ -1,0 +1,229 @@
+//! Scenario 7, embedded relay: `OutboxRelay` from the SQLite outbox into the embedded queue
+//! (both in one SQLite file, WAL, synchronous=FULL), beside raw SQLite transactions of the same
+//! shape on raw tables in the same file: claim a batch with a lease, insert the batch into a
+//! queue table, mark it published. Target ≥ 90 %.
+
+use super::rate;
+use crate::Ctx;
+use crate::error::{BenchError, Context};
+use crate::payload::{self, median};
+use crate::report::{Load, Measurement, Target};
+use crate::resources::rabbit::{BINDING, CONSUMER};
+use postroom_core::{OutboxRelay, OutboxStore, RelayConfig};
+use postroom_sqlite::{SqliteStore, outbox};
+use sqlx::Row;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Raw tables beside postroom's, in the same file.
+pub const RAW_DDL: &str = "
+CREATE TABLE IF NOT EXISTS raw_outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL UNIQUE,
+    route TEXT NOT NULL, headers TEXT NOT NULL, body BLOB NOT NULL, aggregate_key TEXT NOT NULL,
+    locked_by TEXT, locked_until INTEGER, published_at INTEGER);
+CREATE INDEX IF NOT EXISTS raw_outbox_unpublished ON raw_outbox (seq) WHERE published_at IS NULL;
+CREATE TABLE IF NOT EXISTS raw_queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, consumer TEXT NOT NULL,
+    message_id TEXT, routing_key TEXT NOT NULL, headers TEXT NOT NULL, body BLOB NOT NULL,
+    visible_at INTEGER NOT NULL, lease_token TEXT, leased_until INTEGER);
+CREATE INDEX IF NOT EXISTS raw_queue_ready ON raw_queue (consumer, visible_at, seq);
+CREATE TABLE IF NOT EXISTS raw_inbox (consumer TEXT NOT NULL, message_id TEXT NOT NULL,
+    processed_at INTEGER NOT NULL, PRIMARY KEY (consumer, message_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bench_effects (key TEXT PRIMARY KEY, n INTEGER NOT NULL);";
+
+/// Open a store in a fresh temporary directory, with the raw tables.
+pub async fn open() -> Result<(tempfile::TempDir, SqliteStore), BenchError> {
+    let dir = tempfile::tempdir().ctx("temporary directory")?;
+    let store = SqliteStore::open(dir.path().join("bench.db"))
+        .await
+        .ctx("opening the SQLite store")?;
+    sqlx::raw_sql(RAW_DDL)
+        .execute(store.pool())
+        .await
+        .ctx("raw tables")?;
+    store
+        .queue()
+        .bind(CONSUMER, &[BINDING])
+        .await
+        .ctx("binding the consumer")?;
+    Ok((dir, store))
+}
+
+/// Milliseconds since the epoch.
+#[must_use]
+pub fn now_ms() -> i64 {
+    chrono_ms(std::time::SystemTime::now())
+}
+
+fn chrono_ms(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Run the pair `--rounds` times, alternating which goes first.
+pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
+    let a = &ctx.args;
+    let (n, batch) = (a.messages(), usize::from(a.batch));
+    let (_dir, store) = open().await?;
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for round in 0..a.rounds() {
+        if round % 2 == 0 {
+            ours.push(postroom_round(&store, n, batch, a.payload_bytes).await?);
+            raw.push(raw_round(&store, n, batch, a.payload_bytes).await?);
+        } else {
+            raw.push(raw_round(&store, n, batch, a.payload_bytes).await?);
+            ours.push(postroom_round(&store, n, batch, a.payload_bytes).await?);
+        }
+    }
+    store.pool().close().await;
+    let load = Load {
+        payload_bytes: a.payload_bytes,
+        concurrency: 1,
+        prefetch: 0,
+        batch_size: batch,
+        messages: n,
+    };
+    Ok(Measurement::new(
+        "embedded_relay_sqlite",
+        "embedded",
+        "msg/s",
+        median(&ours),
+        median(&raw),
+        "raw SQLite claim / insert / mark transactions in the same file",
+        Target::at_least(0.9),
+        load,
+    )
+    .detail("postroom_rounds", &ours)
+    .detail("raw_rounds", &raw))
+}
+
+async fn postroom_round(
+    store: &SqliteStore,
+    n: usize,
+    batch: usize,
+    bytes: usize,
+) -> Result<f64, BenchError> {
+    sqlx::raw_sql("DELETE FROM postroom_outbox; DELETE FROM postroom_queue;")
+        .execute(store.pool())
+        .await
+        .ctx("emptying")?;
+    let msgs = payload::outgoing(0, n, bytes);
+    for chunk in msgs.chunks(1000) {
+        let mut tx = store.begin().await.ctx("begin")?;
+        for m in chunk {
+            outbox::enqueue(&mut tx, m).await.ctx("enqueue")?;
+        }
+        tx.commit().await.ctx("commit")?;
+    }
+    let cfg = RelayConfig {
+        relay_id: "bench".into(),
+        batch_size: batch,
+        retention: None,
+        ..RelayConfig::default()
+    };
+    let relay = OutboxRelay::new(Arc::new(store.clone()), Arc::new(store.queue()), cfg);
+    let started = Instant::now();
+    loop {
+        let pass = relay.run_once().await.ctx("relay pass")?;
+        if pass.claimed == 0 && store.pending().await.ctx("pending")? == 0 {
+            break;
+        }
+    }
+    let per_sec = rate(n, started.elapsed());
+    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_queue")
+        .fetch_one(store.pool())
+        .await
+        .ctx("count")?;
+    check(queued, n)?;
+    Ok(per_sec)
+}
+
+async fn raw_round(
+    store: &SqliteStore,
+    n: usize,
+    batch: usize,
+    bytes: usize,
+) -> Result<f64, BenchError> {
+    let pool = store.pool();
+    sqlx::raw_sql("DELETE FROM raw_outbox; DELETE FROM raw_queue;")
+        .execute(pool)
+        .await
+        .ctx("emptying")?;
+    let msgs = payload::messages(0, n, bytes);
+    for chunk in msgs.chunks(1000) {
+        let mut tx = store.begin().await.ctx("begin")?;
+        for (m, key) in chunk {
+            sqlx::query("INSERT INTO raw_outbox (message_id, route, headers, body, aggregate_key) VALUES (?, ?, ?, ?, ?)")
+                .bind(m.id.to_string())
+                .bind(m.route.as_str())
+                .bind(serde_json::to_string(&m.headers).unwrap_or_default())
+                .bind(&m.body)
+                .bind(key)
+                .execute(&mut *tx)
+                .await
+                .ctx("raw fill")?;
+        }
+        tx.commit().await.ctx("commit")?;
+    }
+    let started = Instant::now();
+    loop {
+        let now = now_ms();
+        let mut tx = store.begin().await.ctx("raw claim begin")?;
+        let rows = sqlx::query(
+            "UPDATE raw_outbox SET locked_by = 'raw', locked_until = ?1
+             WHERE seq IN (SELECT seq FROM raw_outbox WHERE published_at IS NULL
+                           AND (locked_until IS NULL OR locked_until < ?2) ORDER BY seq LIMIT ?3)
+             RETURNING seq, message_id, route, headers, body",
+        )
+        .bind(now + Duration::from_secs(30).as_millis() as i64)
+        .bind(now)
+        .bind(batch as i64)
+        .fetch_all(&mut *tx)
+        .await
+        .ctx("raw claim")?;
+        tx.commit().await.ctx("raw claim commit")?;
+        if rows.is_empty() {
+            break;
+        }
+        let mut tx = store.begin().await.ctx("raw publish begin")?;
+        let mut seqs = Vec::with_capacity(rows.len());
+        for r in &rows {
+            seqs.push(r.get::<i64, _>("seq"));
+            sqlx::query("INSERT INTO raw_queue (consumer, message_id, routing_key, headers, body, visible_at) VALUES (?, ?, ?, ?, ?, ?)")
+                .bind(CONSUMER)
+                .bind(r.get::<String, _>("message_id"))
+                .bind(r.get::<String, _>("route"))
+                .bind(r.get::<String, _>("headers"))
+                .bind(r.get::<Vec<u8>, _>("body"))
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .ctx("raw publish")?;
+        }
+        tx.commit().await.ctx("raw publish commit")?;
+        let mut tx = store.begin().await.ctx("raw mark begin")?;
+        sqlx::query(
+            "UPDATE raw_outbox SET published_at = ?, locked_by = NULL, locked_until = NULL
+             WHERE seq IN (SELECT value FROM json_each(?))",
+        )
+        .bind(now_ms())
+        .bind(serde_json::to_string(&seqs).unwrap_or_default())
+        .execute(&mut *tx)
+        .await
+        .ctx("raw mark")?;
+        tx.commit().await.ctx("raw mark commit")?;
+    }
+    let per_sec = rate(n, started.elapsed());
+    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM raw_queue")
+        .fetch_one(pool)
+        .await
+        .ctx("count")?;
+    check(queued, n)?;
+    Ok(per_sec)
+}
+
+fn check(got: i64, n: usize) -> Result<(), BenchError> {
+    if usize::try_from(got).unwrap_or(0) == n {
+        Ok(())
+    } else {
+        Err(BenchError::Stalled(format!("{got} of {n} messages queued")))
+    }
+}

@@ -1,0 +1,106 @@
+//! The consumer side every PostgreSQL scenario shares: a handler that claims the inbox row and
+//! applies the business update in one transaction, and a progress counter to wait on.
+
+use crate::resources::pg::EFFECT_SQL;
+use crate::resources::rabbit::CONSUMER;
+use postroom_core::{Handled, Handler, HandlerError, Incoming, async_trait};
+use postroom_postgres::{TablePrefix, commit, inbox, map_error};
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Counts finished units of work and wakes whoever waits for a total.
+#[derive(Debug, Default)]
+pub struct Progress {
+    done: AtomicUsize,
+    notify: Notify,
+}
+
+impl Progress {
+    /// One more done.
+    pub fn tick(&self) {
+        self.add(1);
+    }
+
+    /// `n` more done.
+    pub fn add(&self, n: usize) {
+        self.done.fetch_add(n, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Done so far.
+    #[must_use]
+    pub fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Wait until `total` are done; `false` when `timeout` passed first.
+    pub async fn wait_for(&self, total: usize, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.notify.notified();
+            if self.done() >= total {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.done() >= total;
+            }
+        }
+    }
+}
+
+/// Claims the inbox row and bumps the aggregate's counter in one transaction.
+#[derive(Debug, Clone)]
+pub struct InboxHandler {
+    /// The pool.
+    pub pool: PgPool,
+    /// postroom's table prefix.
+    pub prefix: TablePrefix,
+    /// Counts handled messages.
+    pub progress: Arc<Progress>,
+}
+
+impl InboxHandler {
+    /// A handler on `pool` with the default prefix.
+    #[must_use]
+    pub fn new(pool: PgPool, progress: Arc<Progress>) -> Self {
+        Self {
+            pool,
+            prefix: TablePrefix::default(),
+            progress,
+        }
+    }
+}
+
+#[async_trait]
+impl Handler for InboxHandler {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let mut tx = self.pool.begin().await.map_err(map_error)?;
+        let fresh = inbox::claim(&mut tx, &self.prefix, CONSUMER, m.envelope.id).await?;
+        if fresh {
+            sqlx::query(EFFECT_SQL)
+                .bind(&m.envelope.aggregate.id)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_error)?;
+        }
+        commit(tx).await?;
+        self.progress.tick();
+        Ok(if fresh {
+            Handled::Applied
+        } else {
+            Handled::Duplicate
+        })
+    }
+}
+
+/// The consumer settings every bench consumer starts from.
+#[must_use]
+pub fn consumer_config(concurrency: usize) -> postroom_core::ConsumerConfig {
+    let decoder = postroom_core::EnvelopeDecoder::new().accept(crate::payload::MESSAGE_TYPE, 1..=1);
+    let mut cfg = postroom_core::ConsumerConfig::new(CONSUMER, decoder);
+    cfg.concurrency = concurrency;
+    cfg
+}

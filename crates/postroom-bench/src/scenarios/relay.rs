@@ -1,0 +1,168 @@
+//! Scenario 1, relay: postroom's `OutboxRelay` from the PostgreSQL outbox to a RabbitMQ quorum
+//! queue through the confirming publisher, beside a raw lapin loop publishing the same
+//! payloads with pipelined confirms (the same window as the relay's batch). Target ≥ 90 %.
+
+use super::rate;
+use crate::error::{BenchError, Context};
+use crate::payload::{self, median};
+use crate::report::{Load, Measurement, Target};
+use crate::resources::rabbit::Workload;
+use crate::{Ctx, PG_FSYNC_NOTE};
+use postroom_core::{OutboxRelay, OutboxStore, RelayConfig};
+use postroom_postgres::{PgStore, commit, outbox};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Run the pair `--rounds` times, alternating which goes first.
+pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
+    let a = &ctx.args;
+    let (n, batch, relays) = (a.messages(), usize::from(a.batch), usize::from(a.relays));
+    let w = Workload::create(&ctx.endpoints, "relay", "5s").await?;
+    let store = ctx.db()?.store(u32::from(a.relays) + 2).await?;
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for round in 0..a.rounds() {
+        if round % 2 == 0 {
+            ours.push(postroom_round(&store, &w, n, batch, relays, a.payload_bytes).await?);
+            raw.push(raw_round(&w, n, batch, relays, a.payload_bytes).await?);
+        } else {
+            raw.push(raw_round(&w, n, batch, relays, a.payload_bytes).await?);
+            ours.push(postroom_round(&store, &w, n, batch, relays, a.payload_bytes).await?);
+        }
+    }
+    store.pool().close().await;
+    w.delete().await?;
+    let load = Load {
+        payload_bytes: a.payload_bytes,
+        concurrency: relays,
+        prefetch: 0,
+        batch_size: batch,
+        messages: n,
+    };
+    Ok(vec![
+        Measurement::new(
+            "relay_pg_to_rabbitmq",
+            "relay",
+            "msg/s",
+            median(&ours),
+            median(&raw),
+            "raw lapin loop, pipelined confirms, no database",
+            Target::at_least(0.9),
+            load,
+        )
+        .detail("postroom_rounds", &ours)
+        .detail("raw_rounds", &raw)
+        .note(PG_FSYNC_NOTE),
+    ])
+}
+
+/// Fill the outbox, then time the relays until it is empty; checks every message reached the
+/// queue.
+async fn postroom_round(
+    store: &PgStore,
+    w: &Workload,
+    n: usize,
+    batch: usize,
+    relays: usize,
+    bytes: usize,
+) -> Result<f64, BenchError> {
+    fill_outbox(store, n, bytes).await?;
+    let ob: Arc<dyn OutboxStore> = Arc::new(store.outbox());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..relays {
+        let cfg = RelayConfig {
+            relay_id: format!("bench-{i}"),
+            batch_size: batch,
+            retention: None,
+            ..RelayConfig::default()
+        };
+        let relay = OutboxRelay::new(ob.clone(), w.publisher(), cfg);
+        let ob = ob.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let pass = relay.run_once().await.ctx("relay pass")?;
+                if pass.claimed == 0 {
+                    if ob.pending().await.ctx("pending rows")? == 0 {
+                        return Ok::<_, BenchError>(());
+                    }
+                    // Rows leased by another relay: wait for them to be marked.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await
+            .map_err(|e| BenchError::Stalled(format!("relay task: {e}")))??;
+    }
+    let per_sec = rate(n, started.elapsed());
+    check_routed(w, n).await?;
+    Ok(per_sec)
+}
+
+/// Time `relays` raw channels publishing the same payloads.
+async fn raw_round(
+    w: &Workload,
+    n: usize,
+    batch: usize,
+    relays: usize,
+    bytes: usize,
+) -> Result<f64, BenchError> {
+    let msgs = payload::outgoing(0, n, bytes);
+    let mut channels = Vec::new();
+    for _ in 0..relays {
+        channels.push(w.raw_confirm_channel().await?);
+    }
+    let share = n.div_ceil(relays);
+    let started = Instant::now();
+    let results = futures::future::join_all(
+        channels
+            .iter()
+            .zip(msgs.chunks(share))
+            .map(|(ch, part)| w.raw_publish(ch, part, batch)),
+    )
+    .await;
+    let per_sec = rate(n, started.elapsed());
+    for r in results {
+        r?;
+    }
+    for ch in channels {
+        let _ = ch.close(200, "done").await;
+    }
+    check_routed(w, n).await?;
+    Ok(per_sec)
+}
+
+async fn fill_outbox(store: &PgStore, n: usize, bytes: usize) -> Result<(), BenchError> {
+    sqlx::query("TRUNCATE postroom_outbox")
+        .execute(store.pool())
+        .await
+        .ctx("emptying the outbox")?;
+    let msgs = payload::messages(0, n, bytes);
+    for chunk in msgs.chunks(5000) {
+        let mut tx = store.begin().await.ctx("begin")?;
+        for part in chunk.chunks(500) {
+            outbox::enqueue_batch(&mut tx, store.prefix(), part)
+                .await
+                .ctx("filling the outbox")?;
+        }
+        commit(tx).await.ctx("commit")?;
+    }
+    // A production outbox has planner statistics; give the fresh rows some too.
+    sqlx::query("ANALYZE postroom_outbox")
+        .execute(store.pool())
+        .await
+        .ctx("analyze")?;
+    Ok(())
+}
+
+async fn check_routed(w: &Workload, n: usize) -> Result<(), BenchError> {
+    let got = w.purge().await? as usize;
+    if got == n {
+        Ok(())
+    } else {
+        Err(BenchError::Stalled(format!(
+            "{got} of {n} messages reached the queue"
+        )))
+    }
+}
