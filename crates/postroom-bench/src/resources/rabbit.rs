@@ -29,8 +29,8 @@ pub struct Workload {
     pub broker: Arc<Broker>,
     /// Management API.
     pub api: ManagementApi,
-    /// A raw lapin connection for baselines and setup.
-    pub raw: Connection,
+    /// A raw lapin connection for baselines and setup (re-made if the broker dropped it).
+    raw: tokio::sync::Mutex<Connection>,
     endpoints: Endpoints,
     deleted: bool,
 }
@@ -79,7 +79,7 @@ impl Workload {
             config,
             broker,
             api,
-            raw,
+            raw: tokio::sync::Mutex::new(raw),
             endpoints: endpoints.clone(),
             deleted: false,
         };
@@ -119,9 +119,20 @@ impl Workload {
         .ctx("subscriber")
     }
 
+    /// A channel on the raw connection, reconnecting first if the broker dropped it.
+    pub async fn raw_channel(&self) -> Result<Channel, BenchError> {
+        let mut conn = self.raw.lock().await;
+        if !conn.status().connected() {
+            *conn = Connection::connect(&self.endpoints.amqp, ConnectionProperties::default())
+                .await
+                .ctx("reconnecting the raw connection")?;
+        }
+        conn.create_channel().await.ctx("raw channel")
+    }
+
     /// A raw confirm-mode channel.
     pub async fn raw_confirm_channel(&self) -> Result<Channel, BenchError> {
-        let ch = self.raw.create_channel().await.ctx("raw channel")?;
+        let ch = self.raw_channel().await?;
         ch.confirm_select(ConfirmSelectOptions::default())
             .await
             .ctx("raw confirm mode")?;
@@ -130,7 +141,7 @@ impl Workload {
 
     /// Empty the work queue; returns how many messages it held.
     pub async fn purge(&self) -> Result<u32, BenchError> {
-        let ch = self.raw.create_channel().await.ctx("raw channel")?;
+        let ch = self.raw_channel().await?;
         let n = ch
             .queue_purge(&self.work_queue(), QueuePurgeOptions::default())
             .await
@@ -154,7 +165,7 @@ impl Workload {
     pub async fn delete(mut self) -> Result<(), BenchError> {
         self.deleted = true;
         self.broker.close().await;
-        let _ = self.raw.close(200, "bench done").await;
+        let _ = self.raw.lock().await.close(200, "bench done").await;
         self.api
             .delete_everything_named(&self.prefix)
             .await

@@ -116,7 +116,7 @@ async fn raw_round(
     conc: usize,
     prefetch: u16,
 ) -> Result<f64, BenchError> {
-    let ch = w.raw.create_channel().await.ctx("raw channel")?;
+    let ch = w.raw_channel().await?;
     ch.basic_qos(prefetch, BasicQosOptions::default())
         .await
         .ctx("raw qos")?;

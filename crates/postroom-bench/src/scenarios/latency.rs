@@ -171,7 +171,7 @@ async fn raw_path(
     bytes: usize,
 ) -> Result<Vec<f64>, BenchError> {
     let sent: Sent = Sent::default();
-    let ch = w.raw.create_channel().await.ctx("raw channel")?;
+    let ch = w.raw_channel().await?;
     ch.basic_qos(prefetch, BasicQosOptions::default())
         .await
         .ctx("raw qos")?;
