@@ -28,6 +28,10 @@ pub enum Command {
     /// Inspect and redrive parked (dead-lettered) messages.
     #[command(subcommand)]
     Parking(ParkingCommand),
+    /// Plan and apply the RabbitMQ topology (exchanges, quorum queues, retry stages, parking,
+    /// and the policies that set TTL, dead-lettering, overflow and delivery limits).
+    #[command(subcommand)]
+    Topology(TopologyCommand),
     /// Run producer, relay and consumer processes while killing them with SIGKILL at random,
     /// then check from the databases that nothing was lost or applied twice.
     Soak(SoakArgs),
@@ -45,6 +49,13 @@ pub struct SoakArgs {
     /// Database: a SQLite file (recreated) or a postgres:// URL (uses its own tables).
     #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-soak.db")]
     pub database: String,
+    /// RabbitMQ URL (amqp://user:pass@host:5672/%2f). Without it the queue lives in the database.
+    /// The management API is taken from POSTROOM_BROKER_API or the same host on port 15672.
+    #[arg(long, env = "POSTROOM_BROKER")]
+    pub broker: Option<String>,
+    /// Restart the broker once mid-run (RabbitMQ: `rabbitmqctl stop_app` / `start_app`; needs rabbitmqctl on this machine).
+    #[arg(long)]
+    pub restart_broker: bool,
     /// Messages to produce (order events and poison).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
     pub messages: u64,
@@ -89,6 +100,9 @@ pub struct SoakWorkerArgs {
     /// Database.
     #[arg(long)]
     pub database: String,
+    /// RabbitMQ URL.
+    #[arg(long)]
+    pub broker: Option<String>,
     /// Worker number.
     #[arg(long, default_value_t = 0)]
     pub id: u32,
@@ -120,8 +134,12 @@ pub struct DemoArgs {
     /// then uses its own tables: shop_* and postroom_demo_*).
     #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-demo.db")]
     pub database: String,
-    /// Number of orders to create (at least 12, so that every fault has an order).
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(12..=100_000))]
+    /// RabbitMQ URL (amqp://user:pass@host:5672/%2f). Without it the queue lives in the database.
+    /// The management API is taken from POSTROOM_BROKER_API or the same host on port 15672.
+    #[arg(long, env = "POSTROOM_BROKER")]
+    pub broker: Option<String>,
+    /// Number of orders to create (at least 16, so that every fault has an order).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(16..=100_000))]
     pub orders: u32,
     /// Retry ladder (scaled down from the production 5s,30s,5m so the demo ends within a minute).
     #[arg(long, default_value = "1s,2s,4s")]
@@ -140,6 +158,9 @@ pub struct DemoConsumerArgs {
     /// Database (file path or postgres:// URL).
     #[arg(long)]
     pub database: String,
+    /// RabbitMQ URL.
+    #[arg(long)]
+    pub broker: Option<String>,
     /// Retry ladder.
     #[arg(long)]
     pub ladder: String,
@@ -160,6 +181,81 @@ pub enum ParkingCommand {
     Redrive(RedriveArgs),
     /// List recorded redrive runs.
     Runs(RunsArgs),
+    /// Move parked messages from RabbitMQ parking queues into the parking store (each acked
+    /// only after its insert commits), so that list, show and redrive see them.
+    Ingest(IngestArgs),
+}
+
+/// `postroom topology …`.
+#[derive(Debug, Subcommand)]
+pub enum TopologyCommand {
+    /// Show what `apply` would create or change (nothing on an up-to-date broker).
+    Plan(TopologyArgs),
+    /// Create or change what `plan` shows. Refuses when a queue or exchange would have to be
+    /// recreated (a conflict): those need an operator.
+    Apply(TopologyApplyArgs),
+}
+
+/// Where the topology and the broker are.
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// Topology file (TOML: prefix, exchange, ladder, retry_style, delivery_limit, [[consumers]] name + bindings).
+    #[arg(
+        long = "topology",
+        env = "POSTROOM_TOPOLOGY",
+        default_value = "topology.toml",
+        value_name = "FILE"
+    )]
+    pub topology: PathBuf,
+    /// RabbitMQ URL (amqp://user:pass@host:5672/%2f).
+    #[arg(
+        long,
+        env = "POSTROOM_BROKER",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub broker: String,
+}
+
+/// `topology plan`.
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+    /// Machine-readable output: one JSON string per change.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `topology apply`.
+#[derive(Debug, Args)]
+pub struct TopologyApplyArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+    /// Only show the plan.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// `parking ingest`.
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+    /// Only this consumer's parking queue (default: every consumer of the topology).
+    #[arg(long)]
+    pub consumer: Option<String>,
+    /// Stop after the queue stayed empty this long (e.g. 2s).
+    #[arg(long, default_value = "2s")]
+    pub idle: String,
 }
 
 /// Where the parking store is.
@@ -262,6 +358,17 @@ pub struct RedriveArgs {
     /// Continue an interrupted run instead of selecting anew.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
     pub resume: Option<String>,
+    /// Send the messages back through RabbitMQ (amqp://…) instead of the database's embedded queue.
+    #[arg(long, env = "POSTROOM_BROKER")]
+    pub broker: Option<String>,
+    /// Topology file naming the consumers' exchanges (with --broker).
+    #[arg(
+        long = "topology",
+        env = "POSTROOM_TOPOLOGY",
+        default_value = "topology.toml",
+        value_name = "FILE"
+    )]
+    pub topology: PathBuf,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,

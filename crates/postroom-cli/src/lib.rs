@@ -17,6 +17,7 @@ pub mod parking;
 pub mod shop;
 pub mod soak;
 pub mod stack;
+pub mod topology;
 pub mod worker;
 
 use clap::Parser;
@@ -56,6 +57,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::DemoConsumer(args) => demo::child::run(args).await,
         Command::Parking(cmd) => parking::run(cmd, &config).await,
         Command::Soak(args) => soak::run(args).await,
+        Command::Topology(cmd) => topology::run(cmd).await,
         Command::SoakWorker(args) => soak::worker::run(args).await,
     }
 }

@@ -1,7 +1,7 @@
 //! `postroom parking list | show | redrive | runs`.
 
 use crate::cli::{
-    FilterArgs, ListArgs, ParkingCommand, RedriveArgs, RunsArgs, ShowArgs, StoreArgs,
+    FilterArgs, IngestArgs, ListArgs, ParkingCommand, RedriveArgs, RunsArgs, ShowArgs, StoreArgs,
 };
 use crate::config::ConfigFile;
 use crate::error::{CliError, CliResult};
@@ -19,12 +19,21 @@ pub async fn run(cmd: ParkingCommand, config: &ConfigFile) -> CliResult {
         ParkingCommand::Show(a) => show(a, config).await,
         ParkingCommand::Redrive(a) => redrive(a, config).await,
         ParkingCommand::Runs(a) => runs(a, config).await,
+        ParkingCommand::Ingest(a) => ingest(a, config).await,
     }
 }
 
 async fn open(
     store: &StoreArgs,
     config: &ConfigFile,
+) -> CliResult<(Arc<dyn ParkingStore>, Arc<dyn Publisher>)> {
+    open_or_create(store, config, false).await
+}
+
+async fn open_or_create(
+    store: &StoreArgs,
+    config: &ConfigFile,
+    create: bool,
 ) -> CliResult<(Arc<dyn ParkingStore>, Arc<dyn Publisher>)> {
     let raw = store
         .database
@@ -37,7 +46,7 @@ async fn open(
         .clone()
         .or_else(|| config.table_prefix.clone())
         .unwrap_or_else(|| "postroom_".into());
-    open_parking(&url, &prefix).await
+    open_parking(&url, &prefix, create).await
 }
 
 fn parse_time(s: &str) -> CliResult<DateTime<Utc>> {
@@ -174,7 +183,24 @@ async fn show(a: ShowArgs, config: &ConfigFile) -> CliResult {
 }
 
 async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
-    let (store, publisher) = open(&a.store, config).await?;
+    let (store, embedded) = open(&a.store, config).await?;
+    let mut rabbit = None;
+    let publisher: Arc<dyn Publisher> = match &a.broker {
+        None => embedded,
+        Some(url) => {
+            let args = crate::cli::BrokerArgs {
+                topology: a.topology.clone(),
+                broker: url.clone(),
+            };
+            let topology = crate::topology::load(&args).await?;
+            let broker = postroom_rabbitmq::Broker::connect(url).await?;
+            rabbit = Some(broker.clone());
+            Arc::new(postroom_rabbitmq::ConfirmingPublisher::new(
+                broker,
+                topology.config(),
+            ))
+        }
+    };
     let rate = a.rate.or(config.parking.redrive_rate).unwrap_or(10.0);
     if !(rate.is_finite() && rate > 0.0) {
         return Err(CliError::usage(format!(
@@ -252,6 +278,9 @@ async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
     if tty {
         eprintln!();
     }
+    if let Some(b) = rabbit {
+        b.close().await;
+    }
     let done = result.map_err(|e| {
         CliError::failed(format!(
             "redrive stopped: {e}; resume with --resume {}",
@@ -307,4 +336,29 @@ fn confirm(question: &str) -> CliResult<bool> {
 
 fn io(e: std::io::Error) -> CliError {
     CliError::failed(format!("cannot write output: {e}"))
+}
+
+async fn ingest(a: IngestArgs, config: &ConfigFile) -> CliResult {
+    let (store, _) = open_or_create(&a.store, config, true).await?;
+    let topology = crate::topology::load(&a.broker).await?;
+    let idle = parse_duration(&a.idle).map_err(CliError::usage)?;
+    let broker = postroom_rabbitmq::Broker::connect(&a.broker.broker).await?;
+    let mut total = 0;
+    for c in &topology.config().consumers {
+        if a.consumer.as_ref().is_some_and(|only| only != &c.name) {
+            continue;
+        }
+        let n = postroom_rabbitmq::ingest_parking(
+            broker.clone(),
+            topology.names(&c.name),
+            store.clone(),
+            idle,
+        )
+        .await?;
+        eprintln!("  {}: {n} parked message(s) moved into the store", c.name);
+        total += n;
+    }
+    println!("{total} parked message(s) ingested");
+    broker.close().await;
+    Ok(())
 }

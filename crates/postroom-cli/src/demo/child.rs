@@ -39,7 +39,9 @@ pub fn inventory_decoder() -> EnvelopeDecoder {
 /// Run the child.
 pub async fn run(args: DemoConsumerArgs) -> CliResult {
     let ladder: RetryLadder = args.ladder.parse().map_err(CliError::usage)?;
-    let stack = Stack::open(&DatabaseUrl::parse(&args.database)?, None, LEASE, 4).await?;
+    let workload = crate::shop::workload(super::WORKLOAD, ladder.clone());
+    let broker = args.broker.as_deref().map(|b| (b, &workload, false));
+    let stack = Stack::open(&DatabaseUrl::parse(&args.database)?, broker, LEASE, 8).await?;
     let sub = stack.subscribe(INVENTORY, INVENTORY_TOPICS).await?;
     let mut cfg = ConsumerConfig::new(INVENTORY, inventory_decoder());
     cfg.version = env!("CARGO_PKG_VERSION").into();

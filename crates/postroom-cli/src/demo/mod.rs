@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, watch};
 
+/// Queue and exchange prefix of the demo on RabbitMQ.
+pub const WORKLOAD: &str = "postroom-demo";
 /// The order whose consumer is killed between COMMIT and ack.
 const CRASH_ORDER: &str = "ord-00010";
 /// Orders republished with the same id (duplicate deliveries).
@@ -42,7 +44,14 @@ pub async fn run(args: DemoArgs) -> CliResult {
         prepare_file(path).await?;
     }
     let started = Instant::now();
-    let stack = Stack::open(&database, None, child::LEASE, 4).await?;
+    let workload = crate::shop::workload(WORKLOAD, ladder.clone());
+    let stack = Stack::open(
+        &database,
+        args.broker.as_deref().map(|b| (b, &workload, true)),
+        child::LEASE,
+        4,
+    )
+    .await?;
     stack.shop.reset().await?;
     // Bind both consumers before anything is published, so nothing is unroutable.
     stack.bind(INVENTORY, INVENTORY_TOPICS).await?;
@@ -55,6 +64,12 @@ pub async fn run(args: DemoArgs) -> CliResult {
     let poison_ids = produce(&stack, args.orders).await?;
 
     let (stop, stop_rx) = watch::channel(false);
+    let ingest_tasks = match &stack.transport {
+        crate::stack::Transport::Rabbit(r) => {
+            r.spawn_parking_ingest(stack.shop.parking(), &stop_rx)
+        }
+        _ => Vec::new(),
+    };
     let relay = OutboxRelay::new(
         stack.shop.outbox(),
         stack.publisher(),
@@ -86,7 +101,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
     });
 
     let kills = Arc::new(AtomicU64::new(0));
-    let args_child: Vec<OsString> = vec![
+    let mut args_child: Vec<OsString> = vec![
         "demo-consumer".into(),
         "--database".into(),
         database.to_arg().into(),
@@ -95,6 +110,9 @@ pub async fn run(args: DemoArgs) -> CliResult {
         "--crash-order".into(),
         CRASH_ORDER.into(),
     ];
+    if let Some(b) = &args.broker {
+        args_child.extend(["--broker".into(), b.into()]);
+    }
     let worker = Arc::new(Mutex::new(None::<Worker>));
     let sup_task = tokio::spawn(supervise(
         args_child,
@@ -113,6 +131,9 @@ pub async fn run(args: DemoArgs) -> CliResult {
     }
     let _ = relay_task.await;
     let _ = orders_task.await;
+    for t in ingest_tasks {
+        let _ = t.await;
+    }
 
     let parked = parked_of(&stack).await?;
     let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
@@ -277,12 +298,20 @@ async fn wait_until_settled(
 ) -> Result<(), String> {
     let started = Instant::now();
     let mut last_print = Instant::now() - Duration::from_secs(10);
+    // Broker figures lag: quiescence must then hold for a while before it counts.
+    let hold = if stack.lagging_figures() {
+        Duration::from_secs(7)
+    } else {
+        Duration::ZERO
+    };
+    let mut quiet_since: Option<Instant> = None;
     loop {
         let parked = parked_of(stack).await.map_err(|e| e.to_string())?;
         let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
         let facts = stack.shop.facts(&ids).await.map_err(|e| e.to_string())?;
         let r = DemoReport::from_facts(&facts, &parked, ladder);
-        let in_flight = stack.in_flight().await.map_err(|e| e.to_string())?;
+        // A broker figure that cannot be read now counts as "not quiet yet".
+        let in_flight = stack.in_flight().await.unwrap_or(u64::MAX);
         let pending = stack
             .shop
             .outbox()
@@ -301,7 +330,7 @@ async fn wait_until_settled(
                 .map(|(k, v)| format!("{k}:{v}"))
                 .collect();
             eprintln!(
-                "[{:>5.1}s] resolved {}/{} | reserved {} | rejected {} | cancelled {} | parked {} | retries {} | duplicates absorbed {} | kills {killed} | in flight {in_flight} | outbox {pending}",
+                "[{:>5.1}s] resolved {}/{} | reserved {} | rejected {} | cancelled {} | parked {} | retries {} | duplicates absorbed {} | kills {killed} | in flight {} | outbox {pending}",
                 started.elapsed().as_secs_f64(),
                 r.messages - r.lost,
                 r.messages,
@@ -315,10 +344,26 @@ async fn wait_until_settled(
                     stages.join(" ")
                 },
                 r.duplicates_absorbed,
+                if in_flight == u64::MAX {
+                    "?".to_string()
+                } else {
+                    in_flight.to_string()
+                },
             );
         }
-        if r.lost == 0 && poison_parked && in_flight == 0 && pending == 0 && killed > 0 {
-            return Ok(());
+        if r.lost == 0
+            && poison_parked
+            && in_flight == 0
+            && pending == 0
+            && killed > 0
+            && r.duplicates_absorbed >= DUPLICATED.len() as u64
+        {
+            let since = *quiet_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= hold {
+                return Ok(());
+            }
+        } else {
+            quiet_since = None;
         }
         if started.elapsed() > Duration::from_secs(timeout_secs) {
             return Err(format!("the demo did not settle within {timeout_secs} s"));

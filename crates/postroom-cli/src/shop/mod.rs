@@ -29,6 +29,20 @@ pub const INVENTORY_TOPICS: &[&str] = &["order.created", "order.cancelled"];
 /// Topics the orders service subscribes to.
 pub const ORDERS_TOPICS: &[&str] = &["inventory.reservation_rejected"];
 
+/// The shop's consumers as a RabbitMQ workload under `prefix`.
+#[must_use]
+pub fn workload(prefix: &str, ladder: postroom_core::RetryLadder) -> crate::stack::Workload {
+    let owned = |t: &[&str]| t.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+    crate::stack::Workload {
+        prefix: prefix.into(),
+        ladder,
+        consumers: vec![
+            (INVENTORY.into(), owned(INVENTORY_TOPICS)),
+            (ORDERS.into(), owned(ORDERS_TOPICS)),
+        ],
+    }
+}
+
 /// Stock at the start.
 pub const STOCK: &[(&str, i64)] = &[
     ("WIDGET", 1_000_000_000),

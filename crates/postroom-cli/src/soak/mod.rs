@@ -10,6 +10,9 @@
 
 pub mod worker;
 
+/// Queue and exchange prefix of the soak on RabbitMQ.
+pub const WORKLOAD: &str = "postroom-soak";
+
 use crate::cli::SoakArgs;
 use crate::error::{CliError, CliErrorKind, CliResult};
 use crate::shop::{INVENTORY, INVENTORY_TOPICS, ORDERS, ORDERS_TOPICS, ShopFacts};
@@ -88,6 +91,9 @@ fn worker_args(args: &SoakArgs, database: &DatabaseUrl, role: &str, id: u32) -> 
         args.ladder.clone().into(),
     ]);
     v.extend(["--messages".into(), args.messages.to_string().into()]);
+    if let Some(b) = &args.broker {
+        v.extend(["--broker".into(), b.into()]);
+    }
     for (flag, val) in [
         ("--transient-share", args.transient_share),
         ("--poison-share", args.poison_share),
@@ -118,12 +124,24 @@ pub async fn run(args: SoakArgs) -> CliResult {
             )));
         }
     }
-    let _: postroom_core::RetryLadder = args.ladder.parse().map_err(CliError::usage)?;
+    let ladder: postroom_core::RetryLadder = args.ladder.parse().map_err(CliError::usage)?;
+    if args.restart_broker && args.broker.is_none() {
+        return Err(CliError::usage(
+            "--restart-broker needs --broker (the embedded queue has no broker to restart)",
+        ));
+    }
     let database = DatabaseUrl::parse(&args.database)?;
     if let DatabaseUrl::Sqlite(path) = &database {
         crate::demo::prepare_file(path).await?;
     }
-    let stack = Stack::open(&database, None, worker::LEASE, 8).await?;
+    let workload = crate::shop::workload(WORKLOAD, ladder);
+    let stack = Stack::open(
+        &database,
+        args.broker.as_deref().map(|b| (b, &workload, true)),
+        worker::LEASE,
+        8,
+    )
+    .await?;
     stack.shop.reset().await?;
     stack.bind(INVENTORY, INVENTORY_TOPICS).await?;
     stack.bind(ORDERS, ORDERS_TOPICS).await?;
@@ -135,6 +153,19 @@ pub async fn run(args: SoakArgs) -> CliResult {
         args.kill_every,
         database.to_arg()
     );
+    let (stop_ingest, stop_rx) = tokio::sync::watch::channel(false);
+    let ingest_tasks = match &stack.transport {
+        crate::stack::Transport::Rabbit(r) => {
+            r.spawn_parking_ingest(stack.shop.parking(), &stop_rx)
+        }
+        _ => Vec::new(),
+    };
+    let hold = if stack.lagging_figures() {
+        Duration::from_secs(7)
+    } else {
+        Duration::ZERO
+    };
+    let mut quiet_since: Option<Instant> = None;
     let started = Instant::now();
     let mut producer = spawn(worker_args(&args, &database, "producer", 0))?;
     let mut pool = Pool {
@@ -167,8 +198,13 @@ pub async fn run(args: SoakArgs) -> CliResult {
         if !producer_done && producer.exited() {
             producer_done = true;
         }
+        if args.restart_broker && report.broker_restarts == 0 && producer_done {
+            restart_broker().await?;
+            report.broker_restarts += 1;
+        }
         let (facts, parked) = facts(&stack).await?;
-        let in_flight = stack.in_flight().await?;
+        // A broker figure that cannot be read now (e.g. during the restart) counts as "not quiet yet".
+        let in_flight = stack.in_flight().await.unwrap_or(u64::MAX);
         let pending = stack.shop.outbox().pending().await?;
         let (orders, produced) = stack.shop.produced().await?;
         let expected_rejections = oos_orders(&stack).await?;
@@ -192,8 +228,13 @@ pub async fn run(args: SoakArgs) -> CliResult {
             && pending == 0
             && facts.rejected == expected_rejections
         {
-            report.orders = orders;
-            break Ok((facts, parked));
+            let since = *quiet_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= hold {
+                report.orders = orders;
+                break Ok((facts, parked));
+            }
+        } else {
+            quiet_since = None;
         }
         if started.elapsed() > Duration::from_secs(args.timeout_secs) {
             break Err((facts, parked));
@@ -208,6 +249,10 @@ pub async fn run(args: SoakArgs) -> CliResult {
         .chain(std::iter::once(producer))
     {
         w.stop(Duration::from_secs(10)).await;
+    }
+    let _ = stop_ingest.send(true);
+    for t in ingest_tasks {
+        let _ = t.await;
     }
     let timed_out = outcome.is_err();
     let (facts, parked) = match outcome {
@@ -289,6 +334,28 @@ pub async fn run(args: SoakArgs) -> CliResult {
             message: format!("{} invariant(s) failed", report.failures.len()),
         })
     }
+}
+
+/// Stop and start the RabbitMQ application (the node keeps running, every connection drops).
+async fn restart_broker() -> CliResult {
+    eprintln!("         restarting the broker: rabbitmqctl stop_app / start_app");
+    for cmd in ["stop_app", "start_app"] {
+        let status = tokio::process::Command::new("rabbitmqctl")
+            .arg("-q")
+            .arg(cmd)
+            .status()
+            .await
+            .map_err(|e| CliError::failed(format!("cannot run rabbitmqctl {cmd}: {e}")))?;
+        if !status.success() {
+            return Err(CliError::failed(format!(
+                "rabbitmqctl {cmd} failed: {status}"
+            )));
+        }
+        if cmd == "stop_app" {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    Ok(())
 }
 
 async fn producer_done_and_drained(stack: &Stack) -> bool {

@@ -43,7 +43,15 @@ fn stop_on_stdin_eof() -> watch::Receiver<bool> {
 /// Run one soak process.
 pub async fn run(args: SoakWorkerArgs) -> CliResult {
     let database = DatabaseUrl::parse(&args.database)?;
-    let stack = Stack::open(&database, None, LEASE, 8).await?;
+    let ladder: RetryLadder = args.ladder.parse().map_err(CliError::usage)?;
+    let workload = crate::shop::workload(super::WORKLOAD, ladder);
+    let stack = Stack::open(
+        &database,
+        args.broker.as_deref().map(|b| (b, &workload, false)),
+        LEASE,
+        16,
+    )
+    .await?;
     match args.role.as_str() {
         "producer" => produce(&stack, &args).await,
         "relay" => {

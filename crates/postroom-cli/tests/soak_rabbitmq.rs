@@ -1,0 +1,92 @@
+//! The short soak on PostgreSQL + RabbitMQ with a broker restart (`rabbitmqctl stop_app` /
+//! `start_app`). Its own test binary, so the restart never overlaps another broker test.
+
+use std::process::Command;
+
+fn amqp() -> String {
+    std::env::var("POSTROOM_TEST_AMQP")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+fn pg_admin() -> String {
+    std::env::var("POSTROOM_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn postroom(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_postroom"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run postroom")
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn cleanup(prefix: &str) {
+    let url = postroom_cli::stack::management_url(&amqp());
+    let api = postroom_rabbitmq::ManagementApi::new(&url, "/").unwrap();
+    let _ = api.delete_everything_named(prefix).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn soak_on_postgres_and_rabbitmq_with_a_broker_restart() {
+    let admin = pg_admin();
+    let name = format!(
+        "pr_soakr_{}",
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    );
+    let pool = sqlx::PgPool::connect(&admin)
+        .await
+        .expect("PostgreSQL must be running");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let db = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let url = amqp();
+    let json = tokio::task::spawn_blocking(move || {
+        ok(&postroom(
+            &d,
+            &[
+                "soak",
+                "--messages",
+                "5000",
+                "--kill-every",
+                "2",
+                "--database",
+                &db,
+                "--broker",
+                &url,
+                "--restart-broker",
+                "--json",
+                "s.json",
+            ],
+        ));
+        std::fs::read(d.join("s.json")).unwrap()
+    })
+    .await
+    .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(r["messages"], 5000);
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["duplicate_effects"], 0);
+    assert_eq!(r["order_violations"], 0);
+    assert_eq!(r["parked_unexpected"], 0);
+    assert_eq!(r["broker_restarts"], 1);
+    assert!(r["kills"].as_u64().unwrap() >= 1);
+    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&pool)
+        .await;
+    cleanup("postroom-soak.").await;
+}
