@@ -2,36 +2,9 @@
 //! invariants, parking ingest and redrive through the broker, and the short soak on
 //! PostgreSQL + RabbitMQ with a broker restart. Real servers; a missing one fails.
 
-use std::process::Command;
+mod common;
 
-fn amqp() -> String {
-    std::env::var("POSTROOM_TEST_AMQP")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
-}
-
-fn postroom(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run postroom")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-async fn cleanup(prefix: &str) {
-    let url = postroom_cli::stack::management_url(&amqp());
-    let api = postroom_rabbitmq::ManagementApi::new(&url, "/").unwrap();
-    let _ = api.delete_everything_named(prefix).await;
-}
+use common::{amqp, cleanup, ok, postroom};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn topology_plan_apply_then_nothing_to_do() {

@@ -1,41 +1,9 @@
 //! The short soak on PostgreSQL + RabbitMQ with a broker restart (`rabbitmqctl stop_app` /
 //! `start_app`). Its own test binary, so the restart never overlaps another broker test.
 
-use std::process::Command;
+mod common;
 
-fn amqp() -> String {
-    std::env::var("POSTROOM_TEST_AMQP")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
-}
-
-fn pg_admin() -> String {
-    std::env::var("POSTROOM_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn postroom(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run postroom")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-async fn cleanup(prefix: &str) {
-    let url = postroom_cli::stack::management_url(&amqp());
-    let api = postroom_rabbitmq::ManagementApi::new(&url, "/").unwrap();
-    let _ = api.delete_everything_named(prefix).await;
-}
+use common::{amqp, cleanup, ok, pg_admin, postroom};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn soak_on_postgres_and_rabbitmq_with_a_broker_restart() {

@@ -10,6 +10,7 @@
 //!
 //! [`ShopDb`] is implemented once per store (SQLite, PostgreSQL).
 
+pub mod facts;
 pub mod handlers;
 pub mod postgres;
 pub mod sqlite;

@@ -1,6 +1,6 @@
 //! [`ShopDb`] on the embedded SQLite store.
 
-use super::{INVENTORY, InventoryResult, NewOrder, ORDERS, STOCK, ShopDb, ShopFacts};
+use super::{INVENTORY, InventoryResult, NewOrder, ORDERS, STOCK, ShopDb, ShopFacts, facts};
 use postroom_core::ordering::{VersionDecision, check_version};
 use postroom_core::{
     Envelope, Error, ErrorKind, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Result,
@@ -8,7 +8,6 @@ use postroom_core::{
 };
 use postroom_sqlite::{SqliteStore, inbox, map_error as db, outbox};
 use sqlx::{Sqlite, SqliteConnection, Transaction};
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 const SCHEMA: &str = "
@@ -363,52 +362,28 @@ impl ShopDb for SqliteShop {
 
     async fn facts(&self, parked_ids: &[MessageId]) -> Result<ShopFacts> {
         let pool = self.store.pool();
-        let count = |sql: &'static str| async move {
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(pool)
+        let mut counts = [0i64; 10];
+        for (n, sql) in counts.iter_mut().zip(facts::COUNTS) {
+            *n = sqlx::query_scalar(sql).fetch_one(pool).await.map_err(db)?;
+        }
+        let raw = facts::Raw {
+            counts,
+            produced: sqlx::query_scalar(facts::PRODUCED)
+                .fetch_all(pool)
                 .await
-                .map_err(db)
+                .map_err(db)?,
+            with_effect: sqlx::query_scalar(facts::WITH_EFFECT)
+                .fetch_all(pool)
+                .await
+                .map_err(db)?
+                .into_iter()
+                .collect(),
+            attempts: sqlx::query_as(facts::ATTEMPTS)
+                .fetch_all(pool)
+                .await
+                .map_err(db)?,
         };
-        let produced: Vec<String> = sqlx::query_scalar("SELECT message_id FROM shop_messages")
-            .fetch_all(pool)
-            .await
-            .map_err(db)?;
-        let with_effect: HashSet<String> = sqlx::query_scalar(
-            "SELECT DISTINCT message_id FROM shop_effects WHERE consumer = 'inventory'",
-        )
-        .fetch_all(pool)
-        .await
-        .map_err(db)?
-        .into_iter()
-        .collect();
-        let parked: HashSet<String> = parked_ids.iter().map(ToString::to_string).collect();
-        let attempts: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT attempt, COUNT(*) FROM shop_attempts WHERE attempt > 0 GROUP BY attempt",
-        )
-        .fetch_all(pool)
-        .await
-        .map_err(db)?;
-        Ok(ShopFacts {
-            orders: count("SELECT COUNT(*) FROM shop_orders").await? as u64,
-            messages: produced.len() as u64,
-            reserved: count("SELECT COUNT(DISTINCT order_id) FROM shop_reservations").await? as u64,
-            rejected: count("SELECT COUNT(*) FROM shop_orders WHERE status = 'rejected'").await? as u64,
-            cancelled: count("SELECT COUNT(*) FROM shop_effects WHERE kind = 'cancelled'").await? as u64,
-            lost_ids: produced.into_iter().filter(|m| !with_effect.contains(m) && !parked.contains(m)).collect(),
-            duplicate_effects: (count("SELECT COUNT(*) FROM (SELECT 1 FROM shop_effects GROUP BY consumer, message_id HAVING COUNT(*) > 1)").await?
-                + count("SELECT COUNT(*) FROM (SELECT 1 FROM shop_reservations GROUP BY order_id HAVING COUNT(*) > 1)").await?
-                + count("SELECT COUNT(*) FROM shop_orders o WHERE o.status = 'rejected' AND EXISTS (SELECT 1 FROM shop_reservations r WHERE r.order_id = o.id)").await?)
-                as u64,
-            order_violations: count("SELECT COUNT(*) FROM shop_effects WHERE consumer = 'inventory' AND ord_seq != version").await? as u64,
-            calls_by_attempt: attempts.into_iter().map(|(a, n)| (a as u32, n as u64)).collect::<BTreeMap<_, _>>(),
-            duplicates_absorbed: count("SELECT COUNT(*) FROM shop_duplicates").await? as u64,
-            stock_consistent: count(
-                "SELECT COUNT(*) FROM shop_stock s WHERE s.initial - s.available !=
-                 COALESCE((SELECT SUM(qty) FROM shop_reservations r WHERE r.sku = s.sku AND r.status = 'reserved'), 0)",
-            )
-            .await?
-                == 0,
-        })
+        Ok(facts::assemble(raw, parked_ids))
     }
 
     async fn count_orders_with_sku(&self, sku: &str) -> Result<u64> {
