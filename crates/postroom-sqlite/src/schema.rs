@@ -5,11 +5,13 @@ use postroom_core::Result;
 use sqlx::SqlitePool;
 
 /// Migrations in order: (version, name, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "initial", include_str!("../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "initial", include_str!("../migrations/0001_initial.sql")),
+    (2, "outbox_pending_seq", include_str!("../migrations/0002_outbox_pending_seq.sql")),
+];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// Apply every migration not yet applied. Safe to run from several processes at once.
 pub async fn migrate(pool: &SqlitePool) -> Result<()> {

@@ -166,6 +166,8 @@ pub trait ShopDb: Send + Sync + 'static {
     async fn count_orders_with_sku(&self, sku: &str) -> Result<u64>;
     /// Ids of the poison messages produced.
     async fn poison_ids(&self) -> Result<Vec<String>>;
+    /// Effect rows written so far (a cheap progress figure).
+    async fn effects_count(&self) -> Result<u64>;
     /// Orders and messages produced so far.
     async fn produced(&self) -> Result<(u64, u64)>;
     /// Messages not yet settled in the embedded queue (0 when the broker is external).

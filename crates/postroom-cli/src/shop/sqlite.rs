@@ -402,6 +402,14 @@ impl ShopDb for SqliteShop {
             .map_err(db)
     }
 
+    async fn effects_count(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM shop_effects")
+            .fetch_one(self.store.pool())
+            .await
+            .map_err(db)?;
+        Ok(n as u64)
+    }
+
     async fn produced(&self) -> Result<(u64, u64)> {
         let (o, m): (i64, i64) = sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM shop_orders), (SELECT COUNT(*) FROM shop_messages)",
