@@ -28,6 +28,9 @@ pub enum Command {
     /// Inspect and redrive parked (dead-lettered) messages.
     #[command(subcommand)]
     Parking(ParkingCommand),
+    /// Measure relay, consumer, latency, retry timing, hot-loop and memory figures beside raw
+    /// baselines run in the same process, and print the ratios against their targets.
+    Bench(postroom_bench::BenchArgs),
     /// Plan and apply the RabbitMQ topology (exchanges, quorum queues, retry stages, parking,
     /// and the policies that set TTL, dead-lettering, overflow and delivery limits).
     #[command(subcommand)]

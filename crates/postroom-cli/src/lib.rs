@@ -57,6 +57,15 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::DemoConsumer(args) => demo::child::run(args).await,
         Command::Parking(cmd) => parking::run(cmd, &config).await,
         Command::Soak(args) => soak::run(args).await,
+        Command::Bench(args) => {
+            postroom_bench::run(args)
+                .await
+                .map(|_| ())
+                .map_err(|e| error::CliError {
+                    kind: error::CliErrorKind::Unreachable,
+                    message: e.to_string(),
+                })
+        }
         Command::Topology(cmd) => topology::run(cmd).await,
         Command::SoakWorker(args) => soak::worker::run(args).await,
     }

@@ -215,7 +215,11 @@ pub async fn run(args: SoakArgs) -> CliResult {
                 started.elapsed().as_secs_f64(),
                 args.messages,
                 report.kills,
-                if in_flight == u64::MAX { "?".to_string() } else { in_flight.to_string() },
+                if in_flight == u64::MAX {
+                    "?".to_string()
+                } else {
+                    in_flight.to_string()
+                },
             );
         }
         let drained = producer_done && produced >= args.messages && in_flight == 0 && pending == 0;
