@@ -191,7 +191,15 @@ impl Drop for Workload {
                     .build(),
                 ManagementApi::new(&url, &vhost),
             ) {
-                let _ = rt.block_on(api.delete_everything_named(&prefix));
+                // The broker may be briefly unreachable (that may be why the scenario failed):
+                // try for a while before leaving the names behind.
+                for attempt in 0..10 {
+                    if rt.block_on(api.delete_everything_named(&prefix)).is_ok() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1 + attempt / 3));
+                }
+                eprintln!("postroom-bench: could not delete RabbitMQ objects named {prefix}*");
             }
         })
         .join();
