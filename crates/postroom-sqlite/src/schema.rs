@@ -7,7 +7,11 @@ use sqlx::SqlitePool;
 /// Migrations in order: (version, name, SQL).
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/0001_initial.sql")),
-    (2, "outbox_pending_seq", include_str!("../migrations/0002_outbox_pending_seq.sql")),
+    (
+        2,
+        "outbox_pending_seq",
+        include_str!("../migrations/0002_outbox_pending_seq.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.
