@@ -15,5 +15,6 @@ export POSTROOM_TEST_PG="${POSTROOM_TEST_PG:-postgres://postgres@127.0.0.1:5432/
 export POSTROOM_TEST_AMQP="${POSTROOM_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 export POSTROOM_TEST_RABBIT_API="${POSTROOM_TEST_RABBIT_API:-http://guest:guest@127.0.0.1:15672}"
 
+cargo fmt --all -- --check
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads "${POSTROOM_TEST_THREADS:-4}"
