@@ -120,27 +120,88 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
     /// Run until `shutdown` turns true. Store errors are logged and retried with a bounded,
     /// jittered backoff; they never end the loop.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        let cfg = &self.config;
         let mut backoff =
             crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         let mut last_purge = Instant::now();
+        // The pipeline: while batch n waits for its confirms, batch n-1 is marked published
+        // and batch n+1 is claimed. Order still holds: rows of batch n are unpublished, so
+        // the claim skips their successors; a successor of batch n-1 is claimable only once
+        // the mark of its predecessor has committed.
+        let mut batch: Vec<crate::outbox::OutboxRecord> = Vec::new();
+        let mut to_mark: Vec<crate::MessageId> = Vec::new();
         while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
-            let pass = self.run_once().await;
-            let pause = match pass {
-                Ok(p) => {
-                    backoff.reset();
-                    if p.claimed == 0 {
-                        Some(self.config.idle_wait)
-                    } else {
-                        None
+            let messages: Vec<_> = batch.iter().map(|r| r.to_message()).collect();
+            let publish = async {
+                if messages.is_empty() {
+                    return Vec::new();
+                }
+                let started = Instant::now();
+                let results = self.publisher.publish_batch(&messages).await;
+                metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay")
+                    .record(started.elapsed().as_secs_f64());
+                results
+            };
+            let database = async {
+                let marked = if to_mark.is_empty() {
+                    Ok(())
+                } else {
+                    self.store.mark_published(&cfg.relay_id, &to_mark).await
+                };
+                let next = self
+                    .store
+                    .claim(&cfg.relay_id, cfg.batch_size, cfg.lease)
+                    .await;
+                (marked, next)
+            };
+            let (results, (marked, next)) = tokio::join!(publish, database);
+            let mut failed = None;
+            match marked {
+                Ok(()) => {
+                    metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
+                        .increment(to_mark.len() as u64);
+                    to_mark.clear();
+                }
+                // Kept, and marked on the next pass; if that never succeeds the leases expire
+                // and the rows are published again with the same ids.
+                Err(e) => failed = Some(e),
+            }
+            for (row, result) in batch.iter().zip(results) {
+                match result {
+                    Ok(()) => to_mark.push(row.id),
+                    Err(e) => {
+                        metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
+                            .increment(1);
+                        tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
+                        let delay = cfg
+                            .retry_after
+                            .saturating_mul(1 << row.publish_attempts.min(6));
+                        if let Err(e) = self
+                            .store
+                            .release(&cfg.relay_id, row.id, &e.to_string(), delay)
+                            .await
+                        {
+                            failed = Some(e);
+                        }
                     }
                 }
+            }
+            batch = match next {
+                Ok(rows) => rows,
                 Err(e) => {
-                    let d = backoff.next_delay();
-                    tracing::warn!(error = %e, retry_in_ms = d.as_millis() as u64, "relay pass failed");
-                    Some(d)
+                    failed = Some(e);
+                    Vec::new()
                 }
             };
-            if let Some(ret) = self.config.retention
+            let pause = if let Some(e) = failed {
+                let d = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in_ms = d.as_millis() as u64, "relay pass failed");
+                Some(d)
+            } else {
+                backoff.reset();
+                (batch.is_empty() && to_mark.is_empty()).then_some(cfg.idle_wait)
+            };
+            if let Some(ret) = cfg.retention
                 && last_purge.elapsed() > Duration::from_secs(60)
             {
                 last_purge = Instant::now();
@@ -154,6 +215,23 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                     _ = shutdown.changed() => {}
                 }
             }
+        }
+        // Shutting down: mark what was confirmed, give back what was claimed and not published.
+        if !to_mark.is_empty()
+            && let Err(e) = self.store.mark_published(&cfg.relay_id, &to_mark).await
+        {
+            tracing::warn!(error = %e, "final mark failed; the rows will be published again");
+        }
+        for row in &batch {
+            let _ = self
+                .store
+                .release(
+                    &cfg.relay_id,
+                    row.id,
+                    "relay shut down before publishing",
+                    Duration::ZERO,
+                )
+                .await;
         }
     }
 }

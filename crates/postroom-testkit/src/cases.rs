@@ -655,6 +655,69 @@ pub async fn relay_keeps_aggregate_order<B: Backend>(b: &Arc<B>) {
     }
 }
 
+/// Two relays running their pipelined loops (publish batch n while marking n-1 and claiming
+/// n+1) keep per-aggregate order too, and stop cleanly.
+pub async fn relay_loops_keep_aggregate_order<B: Backend>(b: &Arc<B>) {
+    let (c, topic) = (unique("loops"), unique("t.loops."));
+    let h = EffectHandler::new(b.clone(), &c, Fault::None);
+    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b.as_ref())).await;
+    for v in 1..=10 {
+        for agg in ["p", "q", "r"] {
+            b.produce(&order(agg, v), &topic).await.unwrap();
+        }
+    }
+    let (stop, rx) = watch::channel(false);
+    let relays: Vec<_> = ["la", "lb"]
+        .into_iter()
+        .map(|id| {
+            let relay = OutboxRelay::new(
+                b.outbox(),
+                b.publisher(),
+                RelayConfig {
+                    relay_id: id.into(),
+                    batch_size: 2,
+                    idle_wait: Duration::from_millis(20),
+                    ..RelayConfig::default()
+                },
+            );
+            let rx = rx.clone();
+            tokio::spawn(async move { relay.run(rx).await })
+        })
+        .collect();
+    assert!(
+        wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await,
+        "all published and handled"
+    );
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            b.outbox().pending().await.unwrap() == 0
+        })
+        .await,
+        "all marked"
+    );
+    stop.send(true).unwrap();
+    for r in relays {
+        tokio::time::timeout(Duration::from_secs(10), r)
+            .await
+            .expect("relay loop stops")
+            .unwrap();
+    }
+    run.stop().await;
+    for agg in ["p", "q", "r"] {
+        let versions: Vec<u64> = h
+            .calls()
+            .iter()
+            .filter(|c| c.aggregate.0 == format!("order:{agg}"))
+            .map(|c| c.aggregate.1)
+            .collect();
+        assert_eq!(
+            versions,
+            (1..=10).collect::<Vec<_>>(),
+            "aggregate {agg} delivered in order"
+        );
+    }
+}
+
 async fn relay_small_batches<B: Backend>(b: &Arc<B>, id: &str) {
     let relay = OutboxRelay::new(
         b.outbox(),

@@ -33,6 +33,7 @@ macro_rules! conformance_suite {
             redrive_resumes_after_interruption,
             relay_crash_between_publish_and_mark,
             relay_keeps_aggregate_order,
+            relay_loops_keep_aggregate_order,
             business_outcome_is_acked,
         );
     };
