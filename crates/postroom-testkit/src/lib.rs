@@ -5,7 +5,7 @@
 //! [`conformance_suite!`](crate::conformance_suite) with an expression that builds a fresh,
 //! isolated backend (random database, queue names or file). Each case becomes its own test.
 //!
-//! ```ignore
+//! ```text
 //! postroom_testkit::conformance_suite!(my_backend::fresh().await);
 //! ```
 
