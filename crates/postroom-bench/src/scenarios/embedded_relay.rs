@@ -120,14 +120,17 @@ async fn postroom_round(
         ..RelayConfig::default()
     };
     let relay = OutboxRelay::new(Arc::new(store.clone()), Arc::new(store.queue()), cfg);
+    let (stop, rx) = tokio::sync::watch::channel(false);
     let started = Instant::now();
-    loop {
-        let pass = relay.run_once().await.ctx("relay pass")?;
-        if pass.claimed == 0 && store.pending().await.ctx("pending")? == 0 {
-            break;
-        }
+    // The loop users run: pipelined (publish n while marking n-1 and claiming n+1).
+    let task = tokio::spawn(async move { relay.run(rx).await });
+    while store.pending().await.ctx("pending")? > 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let per_sec = rate(n, started.elapsed());
+    let _ = stop.send(true);
+    task.await
+        .map_err(|e| BenchError::Stalled(format!("relay task: {e}")))?;
     let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_queue")
         .fetch_one(store.pool())
         .await

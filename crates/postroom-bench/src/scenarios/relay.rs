@@ -67,6 +67,7 @@ async fn postroom_round(
 ) -> Result<f64, BenchError> {
     fill_outbox(store, n, bytes).await?;
     let ob: Arc<dyn OutboxStore> = Arc::new(store.outbox());
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..relays {
@@ -77,25 +78,21 @@ async fn postroom_round(
             ..RelayConfig::default()
         };
         let relay = OutboxRelay::new(ob.clone(), w.publisher(), cfg);
-        let ob = ob.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let pass = relay.run_once().await.ctx("relay pass")?;
-                if pass.claimed == 0 {
-                    if ob.pending().await.ctx("pending rows")? == 0 {
-                        return Ok::<_, BenchError>(());
-                    }
-                    // Rows leased by another relay: wait for them to be marked.
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
-        }));
+        let rx = stop_rx.clone();
+        // The loop users run: pipelined (publish n while marking n-1 and claiming n+1).
+        tasks.push(tokio::spawn(async move { relay.run(rx).await }));
     }
+    // Done when every row is marked published.
+    while ob.pending().await.ctx("pending rows")? > 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed = started.elapsed();
+    let _ = stop.send(true);
     for t in tasks {
         t.await
-            .map_err(|e| BenchError::Stalled(format!("relay task: {e}")))??;
+            .map_err(|e| BenchError::Stalled(format!("relay task: {e}")))?;
     }
-    let per_sec = rate(n, started.elapsed());
+    let per_sec = rate(n, elapsed);
     check_routed(w, n).await?;
     Ok(per_sec)
 }
