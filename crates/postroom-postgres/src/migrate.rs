@@ -45,6 +45,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "inbox_queue",
         sql: include_str!("../migrations/0005_inbox_queue.sql"),
     },
+    Migration {
+        version: 6,
+        name: "outbox_fillfactor",
+        sql: include_str!("../migrations/0006_outbox_fillfactor.sql"),
+    },
 ];
 
 /// The latest schema version this crate knows.
