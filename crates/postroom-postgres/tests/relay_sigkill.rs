@@ -2,7 +2,7 @@
 //! message is published, per-aggregate order holds, and the republished copies carry the same
 //! id, so the inbox absorbs them.
 //!
-//! The relay processes are this test binary itself, re-run with `relay_worker_process` as the
+//! The relay processes are this test binary itself, re-run with `two_relays_one_killed_mid_batch` as the
 //! only test and the database URL in the environment.
 
 mod support;
@@ -48,13 +48,9 @@ impl Publisher for LogPublisher {
     }
 }
 
-/// The relay process. Does nothing unless started by `two_relays_one_killed_mid_batch`.
-#[test]
-#[ignore = "run as a child process by two_relays_one_killed_mid_batch"]
-fn relay_worker_process() {
-    let (Ok(url), Ok(relay_id)) = (std::env::var(WORKER_URL), std::env::var(WORKER_ID)) else {
-        return;
-    };
+/// A relay process: this test binary re-run by `two_relays_one_killed_mid_batch` with the
+/// worker variables set.
+fn relay_worker(url: String, relay_id: String) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -84,9 +80,8 @@ fn relay_worker_process() {
 fn spawn_relay(url: &str, id: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
-            "relay_worker_process",
+            "two_relays_one_killed_mid_batch",
             "--exact",
-            "--ignored",
             "--test-threads=1",
             "--nocapture",
         ])
@@ -109,8 +104,22 @@ async fn scalar(pool: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_relays_one_killed_mid_batch() {
+#[test]
+fn two_relays_one_killed_mid_batch() {
+    if let (Ok(url), Ok(id)) = (std::env::var(WORKER_URL), std::env::var(WORKER_ID)) {
+        // This process is one of the relays.
+        relay_worker(url, id);
+        return;
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(two_relays_scenario());
+}
+
+async fn two_relays_scenario() {
     let db = TestDb::create().await;
     let pool = db.pool(4).await;
     let store = PgStore::from_pool(pool.clone(), TablePrefix::default());
