@@ -1,24 +1,15 @@
 //! `postroom demo --database postgres://…`: the same demo, same invariants, on a real
 //! PostgreSQL (a fresh database per run; a missing server fails the test).
 
+mod common;
+
+use common::FreshPg;
 use std::process::Command;
 
 #[tokio::test]
 async fn demo_on_postgres() {
-    let admin = std::env::var("POSTROOM_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = format!(
-        "pr_demo_{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
-    let pool = sqlx::PgPool::connect(&admin)
-        .await
-        .expect("PostgreSQL must be running (POSTROOM_TEST_PG)");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let db = FreshPg::create("demo").await;
+    let url = db.url.clone();
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
     let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
@@ -57,9 +48,5 @@ async fn demo_on_postgres() {
         String::from_utf8_lossy(&list.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 3);
-    pool.close().await;
-    let pool = sqlx::PgPool::connect(&admin).await.unwrap();
-    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&pool)
-        .await;
+    db.drop_db().await;
 }

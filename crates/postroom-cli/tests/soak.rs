@@ -2,6 +2,9 @@
 //! the embedded default and on PostgreSQL. Asserts on the JSON summary, which is read from
 //! the databases and the parking store.
 
+mod common;
+
+use common::FreshPg;
 use std::process::Command;
 
 fn soak(dir: &std::path::Path, database: &str) -> serde_json::Value {
@@ -58,20 +61,8 @@ fn soak_embedded_default() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn soak_postgres() {
-    let admin = std::env::var("POSTROOM_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let name = format!(
-        "pr_soak_{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
-    let pool = sqlx::PgPool::connect(&admin)
-        .await
-        .expect("PostgreSQL must be running (POSTROOM_TEST_PG)");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let db = FreshPg::create("soak").await;
+    let url = db.url.clone();
     let dir = tempfile::tempdir().unwrap();
     let r = tokio::task::spawn_blocking({
         let (dir, url) = (dir.path().to_path_buf(), url.clone());
@@ -80,7 +71,5 @@ async fn soak_postgres() {
     .await
     .unwrap();
     check(&r);
-    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&pool)
-        .await;
+    db.drop_db().await;
 }

@@ -3,23 +3,12 @@
 
 mod common;
 
-use common::{amqp, cleanup, ok, pg_admin, postroom};
+use common::{FreshPg, amqp, cleanup, ok, postroom};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn soak_on_postgres_and_rabbitmq_with_a_broker_restart() {
-    let admin = pg_admin();
-    let name = format!(
-        "pr_soakr_{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
-    let pool = sqlx::PgPool::connect(&admin)
-        .await
-        .expect("PostgreSQL must be running");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let db = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let fresh = FreshPg::create("soakr").await;
+    let db = fresh.url.clone();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let url = amqp();
@@ -53,8 +42,6 @@ async fn soak_on_postgres_and_rabbitmq_with_a_broker_restart() {
     assert_eq!(r["parked_unexpected"], 0);
     assert_eq!(r["broker_restarts"], 1);
     assert!(r["kills"].as_u64().unwrap() >= 1);
-    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&pool)
-        .await;
+    fresh.drop_db().await;
     cleanup("postroom-soak.").await;
 }

@@ -640,19 +640,7 @@ pub async fn relay_keeps_aggregate_order<B: Backend>(b: &Arc<B>) {
     r2.await.unwrap();
     assert!(wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await);
     run.stop().await;
-    for agg in ["x", "y", "z"] {
-        let versions: Vec<u64> = h
-            .calls()
-            .iter()
-            .filter(|c| c.aggregate.0 == format!("order:{agg}"))
-            .map(|c| c.aggregate.1)
-            .collect();
-        assert_eq!(
-            versions,
-            (1..=10).collect::<Vec<_>>(),
-            "aggregate {agg} delivered in order"
-        );
-    }
+    assert_delivered_in_order(&h, &["x", "y", "z"], 10);
 }
 
 /// Two relays running their pipelined loops (publish batch n while marking n-1 and claiming
@@ -703,7 +691,12 @@ pub async fn relay_loops_keep_aggregate_order<B: Backend>(b: &Arc<B>) {
             .unwrap();
     }
     run.stop().await;
-    for agg in ["p", "q", "r"] {
+    assert_delivered_in_order(&h, &["p", "q", "r"], 10);
+}
+
+/// Each aggregate's versions 1..=`n` reached the handler once each, in order.
+fn assert_delivered_in_order<B: Backend>(h: &EffectHandler<B>, aggregates: &[&str], n: u64) {
+    for agg in aggregates {
         let versions: Vec<u64> = h
             .calls()
             .iter()
@@ -712,7 +705,7 @@ pub async fn relay_loops_keep_aggregate_order<B: Backend>(b: &Arc<B>) {
             .collect();
         assert_eq!(
             versions,
-            (1..=10).collect::<Vec<_>>(),
+            (1..=n).collect::<Vec<_>>(),
             "aggregate {agg} delivered in order"
         );
     }
