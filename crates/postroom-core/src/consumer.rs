@@ -115,10 +115,10 @@ impl<H: Handler + ?Sized> Consumer<H> {
                 p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
                 _ = shutdown.changed() => continue,
             };
-            let next = tokio::select! {
-                n = subscriber.next(Duration::from_millis(500)) => n,
-                _ = shutdown.changed() => continue,
-            };
+            // Never cancelled: a receive may be inside a store transaction (a lease being
+            // taken), and dropping it halfway could leave that transaction open. It returns
+            // within its short wait, so shutdown is still prompt.
+            let next = subscriber.next(Duration::from_millis(500)).await;
             match next {
                 Ok(Some(delivery)) => {
                     backoff.reset();
