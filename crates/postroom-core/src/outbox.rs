@@ -58,6 +58,21 @@ pub trait OutboxStore: Send + Sync {
     /// Mark rows published (only after the broker confirmed them).
     async fn mark_published(&self, relay_id: &str, ids: &[MessageId]) -> Result<()>;
 
+    /// Mark `published` rows published, then claim as [`OutboxStore::claim`] does. If the
+    /// mark fails, nothing is claimed. A store may do both in one round trip.
+    async fn mark_and_claim(
+        &self,
+        relay_id: &str,
+        published: &[MessageId],
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxRecord>> {
+        if !published.is_empty() {
+            self.mark_published(relay_id, published).await?;
+        }
+        self.claim(relay_id, limit, lease).await
+    }
+
     /// Give a row back after a failed publish; it becomes claimable after `retry_after`.
     async fn release(
         &self,
@@ -73,8 +88,10 @@ pub trait OutboxStore: Send + Sync {
     /// Rows not yet published.
     async fn pending(&self) -> Result<u64>;
 
-    /// Wait until new rows may be there (a notification) or `max_wait` passes.
-    async fn wait_for_rows(&self, max_wait: Duration) {
+    /// Wait until rows may have become claimable for `relay_id` since its last claim began
+    /// (new rows, or published rows whose successors are now heads), or `max_wait` passes.
+    async fn wait_for_rows(&self, relay_id: &str, max_wait: Duration) {
+        let _ = relay_id;
         tokio::time::sleep(max_wait).await;
     }
 }

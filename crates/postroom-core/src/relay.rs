@@ -128,9 +128,14 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         // and batch n+1 is claimed. Order still holds: rows of batch n are unpublished, so
         // the claim skips their successors; a successor of batch n-1 is claimable only once
         // the mark of its predecessor has committed.
+        //
+        // Only a full batch is pipelined. A short claim means the outbox is nearly drained
+        // or other relays hold the heads; holding a second batch then only takes heads from
+        // them, so the next claim waits until this batch is marked.
         let mut batch: Vec<crate::outbox::OutboxRecord> = Vec::new();
         let mut to_mark: Vec<crate::MessageId> = Vec::new();
         while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
+            let pipelined = batch.len() >= cfg.batch_size;
             let messages: Vec<_> = batch.iter().map(|r| r.to_message()).collect();
             let publish = async {
                 if messages.is_empty() {
@@ -143,29 +148,25 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                 results
             };
             let database = async {
-                let marked = if to_mark.is_empty() {
-                    Ok(())
+                if pipelined {
+                    Some(
+                        self.store
+                            .mark_and_claim(&cfg.relay_id, &to_mark, cfg.batch_size, cfg.lease)
+                            .await,
+                    )
                 } else {
-                    self.store.mark_published(&cfg.relay_id, &to_mark).await
-                };
-                let next = self
-                    .store
-                    .claim(&cfg.relay_id, cfg.batch_size, cfg.lease)
-                    .await;
-                (marked, next)
-            };
-            let (results, (marked, next)) = tokio::join!(publish, database);
-            let mut failed = None;
-            match marked {
-                Ok(()) => {
-                    metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
-                        .increment(to_mark.len() as u64);
-                    to_mark.clear();
+                    None
                 }
-                // Kept, and marked on the next pass; if that never succeeds the leases expire
-                // and the rows are published again with the same ids.
-                Err(e) => failed = Some(e),
+            };
+            let (results, claimed) = tokio::join!(publish, database);
+            if matches!(claimed, Some(Ok(_))) {
+                metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
+                    .increment(to_mark.len() as u64);
+                to_mark.clear();
             }
+            // A failed mark keeps its ids, marked on the next pass; if that never succeeds
+            // the leases expire and the rows are published again with the same ids.
+            let mut failed = None;
             for (row, result) in batch.iter().zip(results) {
                 match result {
                     Ok(()) => to_mark.push(row.id),
@@ -186,6 +187,23 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                     }
                 }
             }
+            let next = match claimed {
+                Some(next) => next,
+                // Not pipelined: mark what is confirmed and claim, one after the other.
+                None => {
+                    let marking = to_mark.len();
+                    let next = self
+                        .store
+                        .mark_and_claim(&cfg.relay_id, &to_mark, cfg.batch_size, cfg.lease)
+                        .await;
+                    if next.is_ok() {
+                        metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
+                            .increment(marking as u64);
+                        to_mark.clear();
+                    }
+                    next
+                }
+            };
             batch = match next {
                 Ok(rows) => rows,
                 Err(e) => {
@@ -211,7 +229,7 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
             }
             if let Some(d) = pause {
                 tokio::select! {
-                    _ = self.store.wait_for_rows(d) => {}
+                    _ = self.store.wait_for_rows(&cfg.relay_id, d) => {}
                     _ = shutdown.changed() => {}
                 }
             }

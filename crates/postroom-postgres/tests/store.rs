@@ -106,12 +106,109 @@ async fn claim_takes_only_the_head_of_each_aggregate() {
 }
 
 #[tokio::test]
+async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let ob = s.outbox();
+    let mut tx = s.begin().await.unwrap();
+    for v in 1..=3 {
+        let (m, k) = msg("k", v);
+        outbox::enqueue(&mut tx, s.prefix(), &m, &k).await.unwrap();
+    }
+    commit(tx).await.unwrap();
+    // Start the listener before the claims (the first wait starts it).
+    ob.wait_for_rows("warm-up", Duration::from_millis(500))
+        .await;
+    let lease = Duration::from_secs(30);
+    let first = ob.claim("a", 10, lease).await.unwrap();
+    assert_eq!(first.len(), 1, "only the head");
+    // Relay b finds nothing: the head is a's. Its wait ends when a's mark commits.
+    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    let ob2 = ob.clone();
+    let id = first[0].id;
+    let marker = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        ob2.mark_published("a", &[id]).await.unwrap();
+    });
+    let started = Instant::now();
+    ob.wait_for_rows("b", Duration::from_secs(20)).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
+        "woken by the mark's NOTIFY (sent after 500 ms), not before and not by the 20 s poll: {waited:?}"
+    );
+    marker.await.unwrap();
+    let second = ob.claim("b", 10, lease).await.unwrap();
+    assert_eq!(second.len(), 1, "the successor is the head now");
+    // A mark that lands between an empty claim and the wait is not lost: the wait returns
+    // at once.
+    assert!(ob.claim("a", 10, lease).await.unwrap().is_empty());
+    ob.mark_published("b", &[second[0].id]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    ob.wait_for_rows("a", Duration::from_secs(20)).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "not lost");
+    assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_relay_on_a_pool_of_one_connection_is_woken_by_an_insert() {
+    // The listener has a connection of its own: taking it from a pool of one would leave
+    // the relay nothing to claim with.
+    let db = TestDb::create().await;
+    let s = PgStore::from_pool(db.pool(1).await, TablePrefix::default());
+    s.migrate().await.unwrap();
+    let ob = s.outbox();
+    ob.wait_for_rows("warm-up", Duration::from_millis(500))
+        .await;
+    let lease = Duration::from_secs(30);
+    assert!(ob.claim("r", 10, lease).await.unwrap().is_empty());
+    let s2 = s.clone();
+    let producer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut tx = s2.begin().await.unwrap();
+        let (m, k) = msg("one", 1);
+        outbox::enqueue(&mut tx, s2.prefix(), &m, &k).await.unwrap();
+        commit(tx).await.unwrap();
+    });
+    let started = Instant::now();
+    ob.wait_for_rows("r", Duration::from_secs(20)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by NOTIFY"
+    );
+    producer.await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), ob.claim("r", 10, lease))
+        .await
+        .expect("the claim gets the pool's one connection")
+        .unwrap();
+    assert_eq!(got.len(), 1);
+}
+
+#[tokio::test]
+async fn one_transaction_can_enqueue_rows_for_many_aggregates() {
+    // The per-aggregate commit-order locks share a bounded number of slots; one lock per key
+    // would exhaust PostgreSQL's lock table (max_locks_per_transaction) long before this.
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let msgs: Vec<_> = (0..20_000).map(|i| msg(&format!("many-{i}"), 1)).collect();
+    let mut tx = s.begin().await.unwrap();
+    for chunk in msgs.chunks(2000) {
+        outbox::enqueue_batch(&mut tx, s.prefix(), chunk)
+            .await
+            .unwrap();
+    }
+    commit(tx).await.unwrap();
+    assert_eq!(s.outbox().pending().await.unwrap(), 20_000);
+}
+
+#[tokio::test]
 async fn an_insert_wakes_a_waiting_relay() {
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;
     let ob = s.outbox();
-    // The first wait connects the listener; the second is the one measured.
-    ob.wait_for_rows(Duration::from_millis(50)).await;
+    // The first wait starts the listener; the second is the one measured.
+    ob.wait_for_rows("r", Duration::from_millis(500)).await;
     let s2 = s.clone();
     let producer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -121,7 +218,7 @@ async fn an_insert_wakes_a_waiting_relay() {
         commit(tx).await.unwrap();
     });
     let started = Instant::now();
-    ob.wait_for_rows(Duration::from_secs(20)).await;
+    ob.wait_for_rows("r", Duration::from_secs(20)).await;
     producer.await.unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(5),

@@ -159,7 +159,7 @@ impl OutboxStore for SqliteStore {
         Ok(n as u64)
     }
 
-    async fn wait_for_rows(&self, max_wait: Duration) {
+    async fn wait_for_rows(&self, _relay_id: &str, max_wait: Duration) {
         // SQLite has no notifications across processes: poll cheaply until rows appear.
         let deadline = tokio::time::Instant::now() + max_wait;
         while tokio::time::Instant::now() < deadline {

@@ -23,12 +23,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use wakeup::Wakeup;
 
+/// Advisory locks that order commits per aggregate (a power of two).
+pub const LOCK_SLOTS: i32 = 1024;
+
 /// Write the outbox row for `msg` in the caller's transaction (pass `&mut *tx`).
 ///
 /// `aggregate_key` orders rows: rows with the same key are published in the order they were
 /// enqueued. To make that order the commit order, the insert takes a transaction-scoped
 /// advisory lock on the key, so two transactions writing the same aggregate at once commit
 /// their outbox rows one after the other (they normally already do, through the business row).
+/// Keys share [`LOCK_SLOTS`] locks, so that a transaction writing rows for many aggregates
+/// holds a bounded number of locks (two aggregates that share a slot only wait for each other).
 pub async fn enqueue(
     conn: &mut PgConnection,
     prefix: &TablePrefix,
@@ -38,8 +43,9 @@ pub async fn enqueue(
     let (kind, route) = route_parts(&msg.route);
     let sql = format!(
         "INSERT INTO {p}outbox (id, aggregate_key, route_kind, route, headers, body)
-         SELECT $1, $2, $3, $4, $5, $6 FROM (SELECT pg_advisory_xact_lock(hashtext('{p}outbox'), hashtext($2))) AS l",
-        p = prefix
+         SELECT $1, $2, $3, $4, $5, $6 FROM (SELECT pg_advisory_xact_lock(hashtext('{p}outbox'), hashtext($2) & {slots})) AS l",
+        p = prefix,
+        slots = LOCK_SLOTS - 1
     );
     sqlx::query(&sql)
         .bind(msg.id.as_uuid())
@@ -68,11 +74,13 @@ pub async fn enqueue_batch(
     keys.sort_unstable();
     keys.dedup();
     let sql = format!(
-        "WITH l AS (SELECT pg_advisory_xact_lock(hashtext('{p}outbox'), hashtext(k)) FROM unnest($7::text[]) AS k ORDER BY k)
+        "WITH l AS (SELECT pg_advisory_xact_lock(hashtext('{p}outbox'), s)
+                    FROM (SELECT DISTINCT hashtext(k) & {slots} AS s FROM unnest($7::text[]) AS k) AS slots ORDER BY s)
          INSERT INTO {p}outbox (id, aggregate_key, route_kind, route, headers, body)
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bytea[])
          WHERE (SELECT count(*) FROM l) >= 0",
-        p = prefix
+        p = prefix,
+        slots = LOCK_SLOTS - 1
     );
     let mut ids = Vec::with_capacity(msgs.len());
     let (mut aggs, mut kinds, mut routes, mut headers, mut bodies) =
@@ -128,6 +136,11 @@ impl PgOutbox {
     }
 }
 
+/// How many due, unleased rows a claim of `limit` looks at: ten batches, at least 1000.
+fn claim_window(limit: usize) -> i64 {
+    i64::try_from(limit.saturating_mul(10).max(1000)).unwrap_or(i64::MAX)
+}
+
 fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
     let kind: String = row.get("route_kind");
     let route: String = row.get("route");
@@ -168,10 +181,23 @@ impl OutboxStore for PgOutbox {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        // The candidates are the oldest `window` rows that are due and not leased; the heads
+        // among them are claimed (an older unpublished row of the same aggregate, leased or
+        // delayed, keeps a row out). The window bounds the work of a claim that finds little:
+        // without it, a relay whose every head is leased by another relay would walk the
+        // whole backlog on each try. The window is read lazily: a claim that finds its rows
+        // early stops early.
+        let window = claim_window(limit);
         let sql = format!(
-            "WITH c AS (
+            "WITH w AS (
+                SELECT seq FROM {p}outbox
+                WHERE published_at IS NULL AND available_at <= now()
+                  AND (locked_until IS NULL OR locked_until < now())
+                ORDER BY seq LIMIT $4),
+             c AS (
                 SELECT o.seq FROM {p}outbox o
-                WHERE o.published_at IS NULL AND o.available_at <= now()
+                WHERE o.seq IN (SELECT seq FROM w)
+                  AND o.published_at IS NULL AND o.available_at <= now()
                   AND (o.locked_until IS NULL OR o.locked_until < now())
                   AND NOT EXISTS (SELECT 1 FROM {p}outbox e
                                   WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
@@ -181,10 +207,12 @@ impl OutboxStore for PgOutbox {
              RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts",
             p = self.prefix
         );
+        self.wakeup.claiming(relay_id);
         let rows = sqlx::query(&sql)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(relay_id)
             .bind(lease.as_secs_f64())
+            .bind(window)
             .fetch_all(&self.pool)
             .await
             .pg()?;
@@ -195,14 +223,21 @@ impl OutboxStore for PgOutbox {
 
     async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
         // Not restricted to this relay's lease: the broker confirmed the message, so it is
-        // published even if the lease ran out meanwhile.
+        // published even if the lease ran out meanwhile. The successors of these rows are
+        // heads now: the notification wakes relays that found nothing to claim.
         let ids: Vec<uuid::Uuid> = ids.iter().map(MessageId::as_uuid).collect();
         let sql = format!(
-            "UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
-             WHERE id = ANY($1) AND published_at IS NULL",
+            "WITH u AS (UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
+                        WHERE id = ANY($1) AND published_at IS NULL RETURNING 1)
+             SELECT pg_notify($2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
             p = self.prefix
         );
-        sqlx::query(&sql).bind(ids).execute(&self.pool).await.pg()?;
+        sqlx::query(&sql)
+            .bind(ids)
+            .bind(self.prefix.outbox_channel())
+            .execute(&self.pool)
+            .await
+            .pg()?;
         Ok(())
     }
 
@@ -252,7 +287,7 @@ impl OutboxStore for PgOutbox {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    async fn wait_for_rows(&self, max_wait: Duration) {
-        self.wakeup.wait(max_wait).await;
+    async fn wait_for_rows(&self, relay_id: &str, max_wait: Duration) {
+        self.wakeup.wait(relay_id, max_wait).await;
     }
 }

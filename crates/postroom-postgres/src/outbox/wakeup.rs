@@ -1,18 +1,41 @@
-//! Waking relays when outbox rows arrive: `LISTEN {prefix}outbox` on a dedicated connection,
-//! with plain sleeping as the fallback while that connection cannot be had.
+//! Waking relays when outbox rows may have become claimable: new rows (a statement trigger)
+//! and published rows, whose successors in the same aggregate are now heads (the mark
+//! notifies), both `NOTIFY {prefix}outbox`.
+//!
+//! One task per outbox listens on a dedicated connection and counts notifications; every relay
+//! of the process waits on that count. A relay remembers the count it saw when its last claim
+//! began, so a notification that arrives between an empty claim and the wait is not lost: the
+//! wait returns at once. While the listening connection cannot be had, waiting is plain
+//! sleeping (polling), and the task keeps trying to reconnect.
 
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Mutex;
-use tokio::time::Instant;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
-/// A lazily connected listener on one channel.
+/// What the listening task shares with the waiters.
+#[derive(Debug, Default)]
+struct Signal {
+    /// Notifications received so far.
+    count: AtomicU64,
+    /// The listener is connected and listening (otherwise waiters poll).
+    listening: AtomicBool,
+    notify: Notify,
+}
+
+/// The wake-up of one outbox channel.
 #[derive(Debug)]
 pub(crate) struct Wakeup {
     pool: PgPool,
     channel: String,
-    listener: Mutex<Option<PgListener>>,
+    signal: Arc<Signal>,
+    /// Per relay: the count seen when its last claim began.
+    seen: Mutex<HashMap<String, u64>>,
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Wakeup {
@@ -20,44 +43,135 @@ impl Wakeup {
         Self {
             pool,
             channel,
-            listener: Mutex::new(None),
+            signal: Arc::default(),
+            seen: Mutex::default(),
+            task: Mutex::default(),
         }
     }
 
-    /// Return when a notification arrives or `max_wait` passes, whichever is first.
-    pub(crate) async fn wait(&self, max_wait: Duration) {
-        let deadline = Instant::now() + max_wait;
-        let Ok(mut guard) = tokio::time::timeout_at(deadline, self.listener.lock()).await else {
-            return;
-        };
-        if guard.is_none() {
-            match self.connect().await {
-                Ok(l) => *guard = Some(l),
-                Err(e) => tracing::debug!(error = %e, "outbox LISTEN unavailable; polling"),
+    /// A claim by `relay` is about to look at the table: what it finds reflects at least
+    /// every notification counted so far.
+    pub(crate) fn claiming(&self, relay: &str) {
+        self.start();
+        let now = self.signal.count.load(Ordering::Acquire);
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match seen.get_mut(relay) {
+            Some(s) => *s = now,
+            None => {
+                seen.insert(relay.to_owned(), now);
             }
-        }
-        let Some(listener) = guard.as_mut() else {
-            tokio::time::sleep_until(deadline).await;
-            return;
-        };
-        match tokio::time::timeout_at(deadline, listener.recv()).await {
-            Ok(Ok(_)) => {
-                // Fold notifications that queued up meanwhile into this wake-up.
-                while listener.next_buffered().is_some() {}
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "outbox LISTEN connection lost; polling until it is back");
-                *guard = None;
-                drop(guard);
-                tokio::time::sleep_until(deadline).await;
-            }
-            Err(_) => {}
         }
     }
 
-    async fn connect(&self) -> Result<PgListener, sqlx::Error> {
-        let mut l = PgListener::connect_with(&self.pool).await?;
-        l.listen(&self.channel).await?;
-        Ok(l)
+    /// Return when a notification arrived since `relay`'s last claim began (at once if one
+    /// already has), or after `max_wait`.
+    pub(crate) async fn wait(&self, relay: &str, max_wait: Duration) {
+        self.start();
+        let notified = self.signal.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(relay)
+            .copied();
+        let now = self.signal.count.load(Ordering::Acquire);
+        if seen.is_some_and(|s| s != now) {
+            return;
+        }
+        if !self.signal.listening.load(Ordering::Acquire) {
+            tokio::time::sleep(max_wait).await;
+            return;
+        }
+        let _ = tokio::time::timeout(max_wait, notified).await;
     }
+
+    /// Start the listening task once (it needs a runtime, so not in `new`).
+    fn start(&self) {
+        let mut task = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if task.is_some() {
+            return;
+        }
+        let (pool, channel, signal) =
+            (self.pool.clone(), self.channel.clone(), self.signal.clone());
+        *task = Some(tokio::spawn(listen(pool, channel, signal)));
+    }
+}
+
+impl Drop for Wakeup {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .task
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+/// Listen, count, wake; reconnect with a growing pause when the connection is lost.
+async fn listen(pool: PgPool, channel: String, signal: Arc<Signal>) {
+    let mut backoff =
+        postroom_core::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+    loop {
+        let mut listener = match connect(&pool, &channel).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "outbox LISTEN unavailable; relays poll meanwhile");
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue;
+            }
+        };
+        backoff.reset();
+        signal.listening.store(true, Ordering::Release);
+        // Anything may have happened while nobody listened.
+        wake(&signal);
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(_)) => {
+                    // Fold notifications that queued up meanwhile into this wake-up.
+                    while listener.next_buffered().is_some() {}
+                    wake(&signal);
+                }
+                // The connection dropped; the next call reconnects. Notifications sent
+                // meanwhile are lost, so wake everyone to look.
+                Ok(None) => wake(&signal),
+                Err(e) => {
+                    tracing::debug!(error = %e, "outbox LISTEN connection lost; relays poll until it is back");
+                    signal.listening.store(false, Ordering::Release);
+                    wake(&signal);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn wake(signal: &Signal) {
+    signal.count.fetch_add(1, Ordering::AcqRel);
+    signal.notify.notify_waiters();
+}
+
+/// The listener gets a connection of its own, outside the store's pool: it holds it for
+/// good, and taking it from the pool would leave a pool of one with nothing for the relay.
+async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await?;
+    let mut l = PgListener::connect_with(&own).await?;
+    l.ignore_pool_close_event(true);
+    l.listen(channel).await?;
+    Ok(l)
 }
