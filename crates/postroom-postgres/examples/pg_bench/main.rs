@@ -4,8 +4,9 @@
 //! cargo run --release -p postroom-postgres --example pg_bench -- --messages 4000 --json /tmp/pg_bench.json
 //! ```
 //!
-//! * relay: the outbox relay into a publisher that confirms at once, beside a raw loop of the
-//!   same claim-with-lease UPDATE and mark UPDATE (no per-aggregate check, no relay loop);
+//! * relay: the relay loop users run (pipelined) into a publisher that confirms at once, beside
+//!   a raw loop of the same claim-with-lease UPDATE and mark UPDATE (no per-aggregate check, no
+//!   relay loop); `--rounds` pairs alternating which side goes first, the median of each;
 //! * consumer: the consumer loop on `PgQueue` with a handler claiming the inbox and writing an
 //!   effect in one transaction, beside the same transaction shape run raw;
 //! * produce: one outbox row per transaction, beside `enqueue_batch` with 100 per transaction.
@@ -43,6 +44,7 @@ struct Ratio {
 struct Args {
     url: String,
     messages: usize,
+    rounds: usize,
     json: Option<String>,
 }
 
@@ -51,6 +53,7 @@ fn args() -> Args {
         url: std::env::var("POSTROOM_BENCH_PG")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
         messages: 4000,
+        rounds: 3,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -63,9 +66,18 @@ fn args() -> Args {
                     .and_then(|n| n.parse().ok())
                     .expect("--messages N")
             }
+            "--rounds" => {
+                a.rounds = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--rounds N (at least 1)")
+            }
             "--json" => a.json = Some(it.next().expect("--json PATH")),
             "--help" | "-h" => {
-                println!("pg_bench [--url URL] [--messages N (default 4000)] [--json PATH]");
+                println!(
+                    "pg_bench [--url URL] [--messages N (default 4000)] [--rounds R (relay pairs, default 3)] [--json PATH]"
+                );
                 std::process::exit(0);
             }
             other => panic!("unknown flag {other} (try --help)"),
@@ -105,7 +117,7 @@ async fn main() {
     let settings = scenarios::server_settings(&url).await;
     let mut results = Vec::new();
     for conns in [1u32, 8] {
-        results.extend(scenarios::relay(&url, conns, a.messages).await);
+        results.extend(scenarios::relay(&url, conns, a.messages, a.rounds).await);
         results.extend(scenarios::consumer(&url, conns, a.messages).await);
         results.extend(scenarios::produce(&url, conns, a.messages).await);
     }
@@ -124,11 +136,15 @@ async fn main() {
             m.scenario, m.variant, m.connections, m.messages, m.per_sec
         );
     }
+    // The median over the rounds of each variant (the relay runs several, alternating).
     let rate = |s: &str, v: &str, c: u32| {
-        results
+        let mut xs: Vec<f64> = results
             .iter()
-            .find(|m| m.scenario == s && m.variant == v && m.connections == c)
-            .map_or(0.0, |m| m.per_sec)
+            .filter(|m| m.scenario == s && m.variant == v && m.connections == c)
+            .map(|m| m.per_sec)
+            .collect();
+        xs.sort_by(f64::total_cmp);
+        xs.get(xs.len() / 2).copied().unwrap_or(0.0)
     };
     let mut ratios = Vec::new();
     println!(

@@ -64,9 +64,24 @@ async fn store(url: &str, conns: u32) -> PgStore {
     store
 }
 
+/// Distinct aggregates the messages are spread over, round robin (`PG_BENCH_AGGREGATES`,
+/// default 1000): fewer aggregates mean more of the relays' claims wait behind heads another
+/// relay holds.
+fn aggregates() -> usize {
+    std::env::var("PG_BENCH_AGGREGATES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1000)
+}
+
 fn message(i: usize) -> (OutgoingMessage, String) {
     let env = Envelope::builder("order.created", "bench")
-        .aggregate("order", format!("a{}", i % 1000), (i / 1000) as u64 + 1)
+        .aggregate(
+            "order",
+            format!("a{}", i % aggregates()),
+            (i / aggregates()) as u64 + 1,
+        )
         .data(serde_json::json!({"sku": "A-1", "qty": 1, "i": i}))
         .build();
     (
@@ -104,18 +119,50 @@ async fn join_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
     }
 }
 
-struct Confirming;
+/// A publisher whose broker confirms at once; it counts what it confirmed.
+#[derive(Default)]
+struct Confirming {
+    confirmed: AtomicUsize,
+}
 
 #[async_trait]
 impl Publisher for Confirming {
     async fn publish(&self, _: &OutgoingMessage) -> postroom_core::Result<()> {
+        self.confirmed.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }
 
-pub async fn relay(url: &str, conns: u32, n: usize) -> Vec<Measure> {
+/// The relay scenario: `rounds` pairs, alternating which side goes first.
+pub async fn relay(url: &str, conns: u32, n: usize, rounds: usize) -> Vec<Measure> {
     let store = store(url, conns).await;
     let msgs: Vec<_> = (0..n).map(message).collect();
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            out.push(relay_postroom(&store, conns, &msgs).await);
+            out.push(relay_raw(&store, conns, &msgs).await);
+        } else {
+            out.push(relay_raw(&store, conns, &msgs).await);
+            out.push(relay_postroom(&store, conns, &msgs).await);
+        }
+    }
+    out
+}
+
+/// `conns` relays running the loop users run (`OutboxRelay::run`: publish batch n while
+/// marking n-1 and claiming n+1) into a publisher that confirms at once; done when every row
+/// is confirmed and marked.
+async fn relay_postroom(
+    store: &PgStore,
+    conns: u32,
+    msgs: &[(OutgoingMessage, String)],
+) -> Measure {
+    let n = msgs.len();
+    sqlx::query("TRUNCATE postroom_outbox")
+        .execute(store.pool())
+        .await
+        .unwrap();
     let mut tx = store.begin().await.unwrap();
     for chunk in msgs.chunks(500) {
         outbox::enqueue_batch(&mut tx, store.prefix(), chunk)
@@ -129,34 +176,50 @@ pub async fn relay(url: &str, conns: u32, n: usize) -> Vec<Measure> {
         .await
         .unwrap();
     let ob: Arc<dyn OutboxStore> = Arc::new(store.outbox());
+    let publisher = Arc::new(Confirming::default());
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let started = Instant::now();
-    let tasks = (0..conns)
+    let tasks: Vec<_> = (0..conns)
         .map(|i| {
             let cfg = RelayConfig {
                 relay_id: format!("bench-{i}"),
                 batch_size: 100,
                 retention: None,
+                idle_wait: Duration::from_millis(
+                    std::env::var("IDLE_MS")
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(500),
+                ),
                 ..RelayConfig::default()
             };
-            let (relay, ob) = (
-                OutboxRelay::new(ob.clone(), Arc::new(Confirming), cfg),
-                ob.clone(),
-            );
-            tokio::spawn(async move {
-                loop {
-                    if relay.run_once().await.unwrap().claimed == 0
-                        && ob.pending().await.unwrap() == 0
-                    {
-                        return;
-                    }
-                }
-            })
+            let relay = OutboxRelay::new(ob.clone(), publisher.clone(), cfg);
+            let rx = stop_rx.clone();
+            tokio::spawn(async move { relay.run(rx).await })
         })
         .collect();
+    // Counted in the publisher, so that finding the end costs the database nothing.
+    while publisher.confirmed.load(Ordering::Relaxed) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    while ob.pending().await.unwrap() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let m = measure("relay", "postroom", conns, n, started);
+    let _ = stop.send(true);
     join_all(tasks).await;
-    let ours = measure("relay", "postroom", conns, n, started);
+    m
+}
 
+/// The same claim-with-lease UPDATE and mark UPDATE, raw: no per-aggregate order, no relay
+/// loop, no pipeline.
+async fn relay_raw(store: &PgStore, conns: u32, msgs: &[(OutgoingMessage, String)]) -> Measure {
+    let n = msgs.len();
     let pool = store.pool().clone();
+    sqlx::query("TRUNCATE raw_outbox")
+        .execute(&pool)
+        .await
+        .unwrap();
     for chunk in msgs.chunks(500) {
         sqlx::query(
             "INSERT INTO raw_outbox (id, aggregate_key, route, headers, body)
@@ -223,7 +286,7 @@ pub async fn relay(url: &str, conns: u32, n: usize) -> Vec<Measure> {
         })
         .collect();
     join_all(tasks).await;
-    vec![ours, measure("relay", "raw", conns, n, started)]
+    measure("relay", "raw", conns, n, started)
 }
 
 struct InboxEffect {
