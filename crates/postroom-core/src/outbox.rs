@@ -58,21 +58,6 @@ pub trait OutboxStore: Send + Sync {
     /// Mark rows published (only after the broker confirmed them).
     async fn mark_published(&self, relay_id: &str, ids: &[MessageId]) -> Result<()>;
 
-    /// Mark `published` rows published, then claim as [`OutboxStore::claim`] does. If the
-    /// mark fails, nothing is claimed. A store may do both in one round trip.
-    async fn mark_and_claim(
-        &self,
-        relay_id: &str,
-        published: &[MessageId],
-        limit: usize,
-        lease: Duration,
-    ) -> Result<Vec<OutboxRecord>> {
-        if !published.is_empty() {
-            self.mark_published(relay_id, published).await?;
-        }
-        self.claim(relay_id, limit, lease).await
-    }
-
     /// Give a row back after a failed publish; it becomes claimable after `retry_after`.
     async fn release(
         &self,

@@ -117,6 +117,25 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         })
     }
 
+    /// Mark `published` and empty it, then claim the next batch. A failed mark keeps the
+    /// ids (marked on the next pass; if that never succeeds the leases expire and the rows
+    /// are published again with the same ids) and claims nothing.
+    async fn mark_then_claim(
+        &self,
+        published: &mut Vec<crate::MessageId>,
+    ) -> Result<Vec<crate::outbox::OutboxRecord>> {
+        let cfg = &self.config;
+        if !published.is_empty() {
+            self.store.mark_published(&cfg.relay_id, published).await?;
+            metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
+                .increment(published.len() as u64);
+            published.clear();
+        }
+        self.store
+            .claim(&cfg.relay_id, cfg.batch_size, cfg.lease)
+            .await
+    }
+
     /// Run until `shutdown` turns true. Store errors are logged and retried with a bounded,
     /// jittered backoff; they never end the loop.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
@@ -149,23 +168,12 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
             };
             let database = async {
                 if pipelined {
-                    Some(
-                        self.store
-                            .mark_and_claim(&cfg.relay_id, &to_mark, cfg.batch_size, cfg.lease)
-                            .await,
-                    )
+                    Some(self.mark_then_claim(&mut to_mark).await)
                 } else {
                     None
                 }
             };
             let (results, claimed) = tokio::join!(publish, database);
-            if matches!(claimed, Some(Ok(_))) {
-                metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
-                    .increment(to_mark.len() as u64);
-                to_mark.clear();
-            }
-            // A failed mark keeps its ids, marked on the next pass; if that never succeeds
-            // the leases expire and the rows are published again with the same ids.
             let mut failed = None;
             for (row, result) in batch.iter().zip(results) {
                 match result {
@@ -190,19 +198,7 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
             let next = match claimed {
                 Some(next) => next,
                 // Not pipelined: mark what is confirmed and claim, one after the other.
-                None => {
-                    let marking = to_mark.len();
-                    let next = self
-                        .store
-                        .mark_and_claim(&cfg.relay_id, &to_mark, cfg.batch_size, cfg.lease)
-                        .await;
-                    if next.is_ok() {
-                        metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
-                            .increment(marking as u64);
-                        to_mark.clear();
-                    }
-                    next
-                }
+                None => self.mark_then_claim(&mut to_mark).await,
             };
             batch = match next {
                 Ok(rows) => rows,

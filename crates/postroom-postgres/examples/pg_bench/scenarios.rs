@@ -90,6 +90,30 @@ fn message(i: usize) -> (OutgoingMessage, String) {
     )
 }
 
+/// A chunk of messages as the arrays an `unnest` INSERT binds.
+struct Columns {
+    ids: Vec<uuid::Uuid>,
+    keys: Vec<String>,
+    routes: Vec<String>,
+    headers: Vec<Json<postroom_core::Headers>>,
+    bodies: Vec<Vec<u8>>,
+}
+
+impl Columns {
+    fn of(chunk: &[(OutgoingMessage, String)]) -> Self {
+        Self {
+            ids: chunk.iter().map(|(m, _)| m.id.as_uuid()).collect(),
+            keys: chunk.iter().map(|(_, k)| k.clone()).collect(),
+            routes: chunk
+                .iter()
+                .map(|(m, _)| m.route.as_str().to_string())
+                .collect(),
+            headers: chunk.iter().map(|(m, _)| Json(m.headers.clone())).collect(),
+            bodies: chunk.iter().map(|(m, _)| m.body.clone()).collect(),
+        }
+    }
+}
+
 fn measure(
     scenario: &'static str,
     variant: &'static str,
@@ -221,35 +245,16 @@ async fn relay_raw(store: &PgStore, conns: u32, msgs: &[(OutgoingMessage, String
         .await
         .unwrap();
     for chunk in msgs.chunks(500) {
+        let c = Columns::of(chunk);
         sqlx::query(
             "INSERT INTO raw_outbox (id, aggregate_key, route, headers, body)
              SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::bytea[])",
         )
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| m.id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .bind(chunk.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>())
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| m.route.as_str().to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| Json(m.headers.clone()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| m.body.clone())
-                .collect::<Vec<_>>(),
-        )
+        .bind(c.ids)
+        .bind(c.keys)
+        .bind(c.routes)
+        .bind(c.headers)
+        .bind(c.bodies)
         .execute(&pool)
         .await
         .unwrap();
@@ -336,35 +341,16 @@ impl Handler for InboxEffect {
 async fn fill_queue(pool: &PgPool, consumer: &str, n: usize) {
     let msgs: Vec<_> = (0..n).map(message).collect();
     for chunk in msgs.chunks(500) {
+        let c = Columns::of(chunk);
         sqlx::query(
             "INSERT INTO postroom_queue (consumer, message_id, routing_key, headers, body)
              SELECT $1, * FROM unnest($2::uuid[], $3::text[], $4::jsonb[], $5::bytea[])",
         )
         .bind(consumer)
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| m.id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| m.route.as_str().to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| Json(m.headers.clone()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunk
-                .iter()
-                .map(|(m, _)| m.body.clone())
-                .collect::<Vec<_>>(),
-        )
+        .bind(c.ids)
+        .bind(c.routes)
+        .bind(c.headers)
+        .bind(c.bodies)
         .execute(pool)
         .await
         .unwrap();
