@@ -58,6 +58,25 @@ pub trait OutboxStore: Send + Sync {
     /// Mark rows published (only after the broker confirmed them).
     async fn mark_published(&self, relay_id: &str, ids: &[MessageId]) -> Result<()>;
 
+    /// Mark `published` (confirmed rows; may be empty), then claim up to `limit` rows, as
+    /// one step of the relay loop. Stores may do both in one round trip and prefer the next
+    /// rows of the aggregates just marked (they became heads with this mark), so that an
+    /// aggregate with a backlog stays with the relay publishing it instead of every relay
+    /// looking for heads among the same rows. If this fails, nothing may be assumed about the
+    /// mark: the caller marks the same ids again (marking is idempotent).
+    async fn mark_and_claim(
+        &self,
+        relay_id: &str,
+        published: &[MessageId],
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxRecord>> {
+        if !published.is_empty() {
+            self.mark_published(relay_id, published).await?;
+        }
+        self.claim(relay_id, limit, lease).await
+    }
+
     /// Give a row back after a failed publish; it becomes claimable after `retry_after`.
     async fn release(
         &self,

@@ -125,15 +125,16 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         published: &mut Vec<crate::MessageId>,
     ) -> Result<Vec<crate::outbox::OutboxRecord>> {
         let cfg = &self.config;
+        let rows = self
+            .store
+            .mark_and_claim(&cfg.relay_id, published, cfg.batch_size, cfg.lease)
+            .await?;
         if !published.is_empty() {
-            self.store.mark_published(&cfg.relay_id, published).await?;
             metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
                 .increment(published.len() as u64);
             published.clear();
         }
-        self.store
-            .claim(&cfg.relay_id, cfg.batch_size, cfg.lease)
-            .await
+        Ok(rows)
     }
 
     /// Run until `shutdown` turns true. Store errors are logged and retried with a bounded,

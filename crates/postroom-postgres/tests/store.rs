@@ -105,6 +105,145 @@ async fn claim_takes_only_the_head_of_each_aggregate() {
     assert_eq!(ob.purge_published(Duration::ZERO).await.unwrap(), 1);
 }
 
+fn ids(rows: &[postroom_core::OutboxRecord]) -> Vec<postroom_core::MessageId> {
+    let mut v: Vec<_> = rows.iter().map(|r| r.id).collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn a_relay_keeps_the_aggregates_it_publishes() {
+    // Marking and claiming is one step: the marked aggregates' next rows become heads with
+    // the mark, and the marking relay takes them before any other relay can see them.
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let rows: Vec<_> = [
+        ("a", 1),
+        ("b", 1),
+        ("c", 1),
+        ("a", 2),
+        ("b", 2),
+        ("c", 2),
+        ("d", 1),
+        ("a", 3),
+    ]
+    .iter()
+    .map(|(a, v)| msg(a, *v))
+    .collect();
+    let mut tx = s.begin().await.unwrap();
+    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    let id = |i: usize| rows[i].0.id;
+    let ob = s.outbox();
+    let lease = Duration::from_secs(30);
+    let r1 = ob.claim("r1", 2, lease).await.unwrap();
+    assert_eq!(ids(&r1), ids_of(&[id(0), id(1)]), "the two oldest heads");
+    let r2 = ob.claim("r2", 10, lease).await.unwrap();
+    assert_eq!(ids(&r2), ids_of(&[id(2), id(6)]), "c1 and d1");
+    // r1 marks a1 and b1 and gets a2 and b2, although c2 (after r2's mark) is as old.
+    let r1 = ob
+        .mark_and_claim("r1", &[id(0), id(1)], 2, lease)
+        .await
+        .unwrap();
+    assert_eq!(ids(&r1), ids_of(&[id(3), id(4)]));
+    // r2 marks c1 and d1: c2 is its own, d has no next row, and a3 waits behind a2 (r1's).
+    let r2 = ob
+        .mark_and_claim("r2", &[id(2), id(6)], 10, lease)
+        .await
+        .unwrap();
+    assert_eq!(ids(&r2), ids_of(&[id(5)]));
+    // Marking again is harmless (a retried step), and order still holds: a3 after a2.
+    let r1 = ob
+        .mark_and_claim("r1", &[id(3), id(4), id(0)], 10, lease)
+        .await
+        .unwrap();
+    assert_eq!(ids(&r1), ids_of(&[id(7)]));
+    assert_eq!(
+        ob.pending().await.unwrap(),
+        2,
+        "c2 and a3 are out, not marked"
+    );
+}
+
+fn ids_of(v: &[postroom_core::MessageId]) -> Vec<postroom_core::MessageId> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
+    // A relay keeps an aggregate only while its next row is near the oldest due rows (ten
+    // claim windows: 10,000 rows for a batch of one); past that the oldest rows go first.
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let mut msgs = vec![msg("hot", 1)];
+    msgs.extend((0..12_000).map(|i| msg(&format!("cold-{i}"), 1)));
+    msgs.push(msg("hot", 2));
+    let mut tx = s.begin().await.unwrap();
+    for chunk in msgs.chunks(2000) {
+        outbox::enqueue_batch(&mut tx, s.prefix(), chunk)
+            .await
+            .unwrap();
+    }
+    commit(tx).await.unwrap();
+    let ob = s.outbox();
+    let lease = Duration::from_secs(30);
+    let first = ob.claim("r1", 1, lease).await.unwrap();
+    assert_eq!(ids(&first), ids_of(&[msgs[0].0.id]));
+    let next = ob
+        .mark_and_claim("r1", &[msgs[0].0.id], 1, lease)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&next),
+        ids_of(&[msgs[1].0.id]),
+        "the oldest row, not hot v2"
+    );
+}
+
+#[tokio::test]
+async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let rows: Vec<_> = (1..=2).map(|v| msg("k", v)).collect();
+    let mut tx = s.begin().await.unwrap();
+    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    let ob = s.outbox();
+    ob.wait_for_rows("warm-up", Duration::from_millis(500))
+        .await;
+    let lease = Duration::from_secs(30);
+    assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
+    // v2 is not due for a while (as after a failed publish): a's mark cannot keep it.
+    ob.release("x", rows[1].0.id, "broker down", Duration::from_millis(700))
+        .await
+        .unwrap();
+    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    let ob2 = ob.clone();
+    let id = rows[0].0.id;
+    let marker = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        ob2.mark_and_claim("a", &[id], 10, lease).await.unwrap()
+    });
+    let started = Instant::now();
+    ob.wait_for_rows("b", Duration::from_secs(20)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by the mark that left v2 to the others"
+    );
+    assert!(marker.await.unwrap().is_empty(), "v2 was not due");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        ids(&ob.claim("b", 10, lease).await.unwrap()),
+        ids_of(&[rows[1].0.id])
+    );
+}
+
 #[tokio::test]
 async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     let db = TestDb::create().await;

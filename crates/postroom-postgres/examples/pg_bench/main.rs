@@ -46,6 +46,7 @@ struct Args {
     messages: usize,
     rounds: usize,
     json: Option<String>,
+    scenarios: Vec<String>,
 }
 
 fn args() -> Args {
@@ -55,6 +56,7 @@ fn args() -> Args {
         messages: 4000,
         rounds: 3,
         json: None,
+        scenarios: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -74,9 +76,17 @@ fn args() -> Args {
                     .expect("--rounds N (at least 1)")
             }
             "--json" => a.json = Some(it.next().expect("--json PATH")),
+            "--scenario" => {
+                let s = it.next().expect("--scenario relay|consumer|produce");
+                assert!(
+                    ["relay", "consumer", "produce"].contains(&s.as_str()),
+                    "--scenario relay|consumer|produce, not {s}"
+                );
+                a.scenarios.push(s);
+            }
             "--help" | "-h" => {
                 println!(
-                    "pg_bench [--url URL] [--messages N (default 4000)] [--rounds R (relay pairs, default 3)] [--json PATH]"
+                    "pg_bench [--url URL] [--messages N (default 4000)] [--rounds R (relay pairs, default 3)] [--scenario relay|consumer|produce (repeatable; default all)] [--json PATH]"
                 );
                 std::process::exit(0);
             }
@@ -116,10 +126,17 @@ async fn main() {
     let url = with_database(&a.url, &name);
     let settings = scenarios::server_settings(&url).await;
     let mut results = Vec::new();
+    let run = |s: &str| a.scenarios.is_empty() || a.scenarios.iter().any(|x| x == s);
     for conns in [1u32, 8] {
-        results.extend(scenarios::relay(&url, conns, a.messages, a.rounds).await);
-        results.extend(scenarios::consumer(&url, conns, a.messages).await);
-        results.extend(scenarios::produce(&url, conns, a.messages).await);
+        if run("relay") {
+            results.extend(scenarios::relay(&url, conns, a.messages, a.rounds).await);
+        }
+        if run("consumer") {
+            results.extend(scenarios::consumer(&url, conns, a.messages).await);
+        }
+        if run("produce") {
+            results.extend(scenarios::produce(&url, conns, a.messages).await);
+        }
     }
     sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut admin)
@@ -157,6 +174,9 @@ async fn main() {
             ("consumer", "postroom", "raw", 0.8),
             ("produce", "batched_100_per_tx", "one_per_tx", 3.0),
         ] {
+            if !run(scenario) {
+                continue;
+            }
             let ratio = rate(scenario, ours, c) / rate(scenario, base, c).max(f64::MIN_POSITIVE);
             println!(
                 "{scenario:<10} {c:>5} {ratio:>8.2} {target:>8.2}{}",

@@ -141,6 +141,14 @@ fn claim_window(limit: usize) -> i64 {
     i64::try_from(limit.saturating_mul(10).max(1000)).unwrap_or(i64::MAX)
 }
 
+/// How far (in sequence numbers) past the oldest due row an aggregate's next row may be for a
+/// relay to keep the aggregate when it marks the previous row: ten claim windows. Past that,
+/// the row goes back to the common pool, where the oldest rows go first, so an aggregate that
+/// never drains cannot keep the others waiting without bound.
+fn affinity_horizon(limit: usize) -> i64 {
+    claim_window(limit).saturating_mul(10)
+}
+
 fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
     let kind: String = row.get("route_kind");
     let route: String = row.get("route");
@@ -217,6 +225,93 @@ impl OutboxStore for PgOutbox {
             .await
             .pg()?;
         let mut recs = rows.iter().map(record_of).collect::<Result<Vec<_>>>()?;
+        recs.sort_by_key(|(seq, _)| *seq);
+        Ok(recs.into_iter().map(|(_, r)| r).collect())
+    }
+
+    async fn mark_and_claim(
+        &self,
+        relay_id: &str,
+        published: &[MessageId],
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxRecord>> {
+        if published.is_empty() || limit == 0 {
+            if !published.is_empty() {
+                self.mark_published(relay_id, published).await?;
+            }
+            return self.claim(relay_id, limit, lease).await;
+        }
+        // One statement marks the confirmed rows and claims each marked aggregate's next row
+        // (the first unpublished row that is not being marked: it becomes the head when this
+        // commits, so no other relay can have claimed it). The statement's snapshot still sees
+        // the marked rows as unpublished, hence `id <> ALL($1)`. Other relays are notified
+        // only if a new head was left for them (not due, leased, past the horizon, or over
+        // the limit). The rest of the batch comes from the common claim.
+        let ids: Vec<uuid::Uuid> = published.iter().map(MessageId::as_uuid).collect();
+        let sql = format!(
+            "WITH m AS (
+                UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
+                WHERE id = ANY($1) AND published_at IS NULL
+                RETURNING aggregate_key),
+             n AS (
+                SELECT s.seq, s.claimable FROM (SELECT DISTINCT aggregate_key FROM m) AS k
+                CROSS JOIN LATERAL (
+                    SELECT o.seq, o.available_at <= now() AND (o.locked_until IS NULL OR o.locked_until < now()) AS claimable
+                    FROM {p}outbox o
+                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.id <> ALL($1)
+                    ORDER BY o.seq LIMIT 1) AS s),
+             h AS (
+                SELECT min(seq) + $6 AS horizon FROM {p}outbox
+                WHERE published_at IS NULL AND available_at <= now()),
+             c AS (
+                SELECT o.seq FROM {p}outbox o
+                WHERE o.seq IN (SELECT seq FROM n WHERE claimable AND seq <= (SELECT horizon FROM h))
+                  AND o.published_at IS NULL AND o.available_at <= now()
+                  AND (o.locked_until IS NULL OR o.locked_until < now())
+                ORDER BY o.seq LIMIT $3 FOR UPDATE SKIP LOCKED),
+             l AS (
+                UPDATE {p}outbox o SET locked_by = $2, locked_until = now() + make_interval(secs => $4)
+                WHERE o.seq = ANY(ARRAY(SELECT seq FROM c))
+                RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts),
+             w AS (
+                SELECT count(pg_notify($5, '')) AS notified
+                FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM c)) AS left_over)
+             SELECT l.* FROM w LEFT JOIN l ON true",
+            p = self.prefix
+        );
+        self.wakeup.claiming(relay_id);
+        let rows = sqlx::query(&sql)
+            .bind(ids)
+            .bind(relay_id)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(lease.as_secs_f64())
+            .bind(self.prefix.outbox_channel())
+            .bind(affinity_horizon(limit))
+            .fetch_all(&self.pool)
+            .await
+            .pg()?;
+        let mut recs = Vec::with_capacity(limit);
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("seq").pg()?.is_some() {
+                recs.push(record_of(row)?);
+            }
+        }
+        if recs.len() < limit {
+            // The marks are committed: a failure from here on returns what was claimed.
+            match self.claim(relay_id, limit - recs.len(), lease).await {
+                Ok(more) => {
+                    recs.sort_by_key(|(seq, _)| *seq);
+                    let mut out: Vec<OutboxRecord> = recs.into_iter().map(|(_, r)| r).collect();
+                    out.extend(more);
+                    return Ok(out);
+                }
+                Err(e) if !recs.is_empty() => {
+                    tracing::warn!(error = %e, "outbox claim after the mark failed; continuing with the aggregates kept");
+                }
+                Err(e) => return Err(e),
+            }
+        }
         recs.sort_by_key(|(seq, _)| *seq);
         Ok(recs.into_iter().map(|(_, r)| r).collect())
     }
