@@ -245,6 +245,47 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
 }
 
 #[tokio::test]
+async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows() {
+    // A scan that found nothing is not repeated at once unless a notification arrived; rows
+    // freed without one (a lease given back, a delay ended) are seen within a short recheck.
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let rows: Vec<_> = ["x", "y"].iter().map(|k| msg(k, 1)).collect();
+    let mut tx = s.begin().await.unwrap();
+    outbox::enqueue(&mut tx, s.prefix(), &rows[0].0, &rows[0].1)
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    let ob = s.outbox();
+    ob.wait_for_rows("warm-up", Duration::from_millis(500))
+        .await;
+    let lease = Duration::from_secs(30);
+    assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
+    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    // An insert notifies: b's wait ends and its next claim scans.
+    let mut tx = s.begin().await.unwrap();
+    outbox::enqueue(&mut tx, s.prefix(), &rows[1].0, &rows[1].1)
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    ob.wait_for_rows("b", Duration::from_secs(20)).await;
+    assert_eq!(
+        ids(&ob.claim("b", 10, lease).await.unwrap()),
+        ids_of(&[rows[1].0.id])
+    );
+    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    // a gives its row back (no notification): b finds it once the recheck time has passed.
+    ob.release("a", rows[0].0.id, "shutting down", Duration::ZERO)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        ids(&ob.claim("b", 10, lease).await.unwrap()),
+        ids_of(&[rows[0].0.id])
+    );
+}
+
+#[tokio::test]
 async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;

@@ -195,6 +195,10 @@ impl OutboxStore for PgOutbox {
         // without it, a relay whose every head is leased by another relay would walk the
         // whole backlog on each try. The window is read lazily: a claim that finds its rows
         // early stops early.
+        if self.wakeup.nothing_new(relay_id) {
+            return Ok(Vec::new());
+        }
+        let began = std::time::Instant::now();
         let window = claim_window(limit);
         let sql = format!(
             "WITH w AS (
@@ -215,7 +219,7 @@ impl OutboxStore for PgOutbox {
              RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts",
             p = self.prefix
         );
-        self.wakeup.claiming(relay_id);
+        let count = self.wakeup.claiming(relay_id);
         let rows = sqlx::query(&sql)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(relay_id)
@@ -224,6 +228,7 @@ impl OutboxStore for PgOutbox {
             .fetch_all(&self.pool)
             .await
             .pg()?;
+        self.wakeup.scanned(relay_id, count, began, rows.len());
         let mut recs = rows.iter().map(record_of).collect::<Result<Vec<_>>>()?;
         recs.sort_by_key(|(seq, _)| *seq);
         Ok(recs.into_iter().map(|(_, r)| r).collect())

@@ -13,7 +13,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -27,14 +27,29 @@ struct Signal {
     notify: Notify,
 }
 
+/// A relay's last claims.
+#[derive(Clone, Copy, Debug)]
+struct LastClaim {
+    /// The notification count when its last claim of any kind began.
+    count: u64,
+    /// Its last scan of the outbox found nothing: the notification count and the time when
+    /// that scan began.
+    empty_scan: Option<(u64, Instant)>,
+}
+
+/// How long a claim that found nothing is not repeated unless a notification arrives: rows
+/// whose lease ran out or whose delay ended send none, so this bounds how late they are seen
+/// by a relay that keeps calling (the relay's own idle wait is longer).
+const RECHECK: Duration = Duration::from_millis(100);
+
 /// The wake-up of one outbox channel.
 #[derive(Debug)]
 pub(crate) struct Wakeup {
     pool: PgPool,
     channel: String,
     signal: Arc<Signal>,
-    /// Per relay: the count seen when its last claim began.
-    seen: Mutex<HashMap<String, u64>>,
+    /// Per relay: its last claim.
+    seen: Mutex<HashMap<String, LastClaim>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -51,19 +66,54 @@ impl Wakeup {
 
     /// A claim by `relay` is about to look at the table: what it finds reflects at least
     /// every notification counted so far.
-    pub(crate) fn claiming(&self, relay: &str) {
+    pub(crate) fn claiming(&self, relay: &str) -> u64 {
         self.start();
-        let now = self.signal.count.load(Ordering::Acquire);
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = self.signal.count.load(Ordering::Acquire);
+        let mut seen = self.seen();
         match seen.get_mut(relay) {
-            Some(s) => *s = now,
+            Some(s) => s.count = count,
             None => {
-                seen.insert(relay.to_owned(), now);
+                seen.insert(
+                    relay.to_owned(),
+                    LastClaim {
+                        count,
+                        empty_scan: None,
+                    },
+                );
             }
         }
+        count
+    }
+
+    /// What `relay`'s scan of the outbox found; `count` is what [`Self::claiming`] returned
+    /// when it began.
+    pub(crate) fn scanned(&self, relay: &str, count: u64, began: Instant, rows: usize) {
+        if let Some(s) = self.seen().get_mut(relay) {
+            s.empty_scan = (rows == 0).then_some((count, began));
+        }
+    }
+
+    /// A scan of the outbox by `relay` would find nothing new: its last scan found nothing,
+    /// no notification arrived since it began (while listening), and it began less than
+    /// [`RECHECK`] ago. A relay whose heads are all held by other relays (each keeping the
+    /// aggregates it publishes) then does not scan the outbox for nothing on every pass.
+    /// The relay's own marks need no notification here: they leave new heads only when it
+    /// took them or notified.
+    pub(crate) fn nothing_new(&self, relay: &str) -> bool {
+        if !self.signal.listening.load(Ordering::Acquire) {
+            return false;
+        }
+        let now = self.signal.count.load(Ordering::Acquire);
+        self.seen()
+            .get(relay)
+            .and_then(|s| s.empty_scan)
+            .is_some_and(|(count, began)| count == now && began.elapsed() < RECHECK)
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, LastClaim>> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Return when a notification arrived since `relay`'s last claim began (at once if one
@@ -73,12 +123,7 @@ impl Wakeup {
         let notified = self.signal.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(relay)
-            .copied();
+        let seen = self.seen().get(relay).map(|s| s.count);
         let now = self.signal.count.load(Ordering::Acquire);
         if seen.is_some_and(|s| s != now) {
             return;
