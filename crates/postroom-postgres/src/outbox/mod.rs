@@ -4,9 +4,12 @@
 //! write. [`PgOutbox`] is the relays' side: [`OutboxStore::claim`] takes rows with
 //! `FOR UPDATE SKIP LOCKED` and a lease (`locked_by`, `locked_until`), at most one row per
 //! aggregate per call and only the aggregate's earliest unpublished row, so version n+1 is
-//! never published before n is confirmed, however many relays run. Inserts fire
-//! `pg_notify('{prefix}outbox')` from a statement trigger; [`OutboxStore::wait_for_rows`]
-//! listens for it and falls back to polling.
+//! never published before n is confirmed, however many relays run.
+//! [`OutboxStore::mark_and_claim`] marks a confirmed batch and, in the same statement, claims
+//! the next row of each of its aggregates: a relay keeps the aggregates it publishes. Inserts
+//! fire `pg_notify('{prefix}outbox')` from a statement trigger, and so does a mark that leaves
+//! a new head to the other relays; [`OutboxStore::wait_for_rows`] listens for it and falls
+//! back to polling.
 
 mod wakeup;
 
@@ -136,6 +139,62 @@ impl PgOutbox {
     }
 }
 
+impl PgOutbox {
+    /// Run a claim statement (see [`window_scan`] and [`lease_rows`] for its parameters;
+    /// with `marked`, `$6` are the ids to mark, `$7` the horizon and `$8` the channel) and
+    /// note what its scan of the oldest rows found.
+    async fn run_claim(
+        &self,
+        sql: &str,
+        relay_id: &str,
+        limit: usize,
+        lease: Duration,
+        marked: Option<&[uuid::Uuid]>,
+    ) -> Result<Vec<OutboxRecord>> {
+        let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
+        // The scan is skipped (limit 0) when it cannot find anything new.
+        let scan_limit = if self.wakeup.nothing_new(relay_id) {
+            0
+        } else {
+            limit_i
+        };
+        let began = std::time::Instant::now();
+        let count = self.wakeup.claiming(relay_id);
+        let mut q = sqlx::query(sql)
+            .bind(limit_i)
+            .bind(claim_window(limit))
+            .bind(relay_id)
+            .bind(lease.as_secs_f64())
+            .bind(scan_limit);
+        if let Some(ids) = marked {
+            q = q
+                .bind(ids)
+                .bind(affinity_horizon(limit))
+                .bind(self.prefix.outbox_channel());
+        }
+        let rows = q.fetch_all(&self.pool).await.pg()?;
+        let (mut kept, mut scanned) = (0i64, 0i64);
+        let mut recs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            kept = row.try_get("kept").pg()?;
+            scanned = row.try_get("scanned").pg()?;
+            if row.try_get::<Option<i64>, _>("seq").pg()?.is_some() {
+                recs.push(record_of(row)?);
+            }
+        }
+        if scan_limit > kept {
+            self.wakeup.scanned(
+                relay_id,
+                count,
+                began,
+                usize::try_from(scanned).unwrap_or(0),
+            );
+        }
+        recs.sort_by_key(|(seq, _)| *seq);
+        Ok(recs.into_iter().map(|(_, r)| r).collect())
+    }
+}
+
 /// How many due, unleased rows a claim of `limit` looks at: ten batches, at least 1000.
 fn claim_window(limit: usize) -> i64 {
     i64::try_from(limit.saturating_mul(10).max(1000)).unwrap_or(i64::MAX)
@@ -147,6 +206,41 @@ fn claim_window(limit: usize) -> i64 {
 /// never drains cannot keep the others waiting without bound.
 fn affinity_horizon(limit: usize) -> i64 {
     claim_window(limit).saturating_mul(10)
+}
+
+/// The common claim, as CTEs `w` and `c` of a statement that binds `$2` (window), `$5` (the
+/// batch size) and has a CTE `a` (rows already claimed by the statement): the heads among the
+/// oldest due, unleased rows, at most `limit_expr` of them. An older unpublished row of the
+/// same aggregate, leased or delayed, keeps a row out. The window bounds the work of a claim
+/// that finds little: without it, a relay whose every head is held by another relay would walk
+/// the whole backlog on each try. It is read lazily: a claim that finds its rows early stops
+/// early, and one whose limit is 0 reads nothing.
+fn window_scan(p: &TablePrefix, limit_expr: &str) -> String {
+    format!(
+        "w AS (
+            SELECT seq FROM {p}outbox
+            WHERE published_at IS NULL AND available_at <= now()
+              AND (locked_until IS NULL OR locked_until < now())
+            ORDER BY seq LIMIT $2),
+         c AS (
+            SELECT o.seq FROM {p}outbox o
+            WHERE o.seq IN (SELECT seq FROM w)
+              AND o.published_at IS NULL AND o.available_at <= now()
+              AND (o.locked_until IS NULL OR o.locked_until < now())
+              AND NOT EXISTS (SELECT 1 FROM {p}outbox e
+                              WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
+            ORDER BY o.seq LIMIT {limit_expr} FOR UPDATE SKIP LOCKED)"
+    )
+}
+
+/// CTE `l`: lease the rows of `a` and `c` to relay `$3` for `$4` seconds.
+fn lease_rows(p: &TablePrefix) -> String {
+    format!(
+        "l AS (
+            UPDATE {p}outbox o SET locked_by = $3, locked_until = now() + make_interval(secs => $4)
+            WHERE o.seq = ANY(ARRAY(SELECT seq FROM a UNION ALL SELECT seq FROM c))
+            RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts)"
+    )
 }
 
 fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
@@ -186,52 +280,16 @@ impl OutboxStore for PgOutbox {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
-        if limit == 0 {
+        if limit == 0 || self.wakeup.nothing_new(relay_id) {
             return Ok(Vec::new());
         }
-        // The candidates are the oldest `window` rows that are due and not leased; the heads
-        // among them are claimed (an older unpublished row of the same aggregate, leased or
-        // delayed, keeps a row out). The window bounds the work of a claim that finds little:
-        // without it, a relay whose every head is leased by another relay would walk the
-        // whole backlog on each try. The window is read lazily: a claim that finds its rows
-        // early stops early.
-        if self.wakeup.nothing_new(relay_id) {
-            return Ok(Vec::new());
-        }
-        let began = std::time::Instant::now();
-        let window = claim_window(limit);
         let sql = format!(
-            "WITH w AS (
-                SELECT seq FROM {p}outbox
-                WHERE published_at IS NULL AND available_at <= now()
-                  AND (locked_until IS NULL OR locked_until < now())
-                ORDER BY seq LIMIT $4),
-             c AS (
-                SELECT o.seq FROM {p}outbox o
-                WHERE o.seq IN (SELECT seq FROM w)
-                  AND o.published_at IS NULL AND o.available_at <= now()
-                  AND (o.locked_until IS NULL OR o.locked_until < now())
-                  AND NOT EXISTS (SELECT 1 FROM {p}outbox e
-                                  WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
-                ORDER BY o.seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-             UPDATE {p}outbox o SET locked_by = $2, locked_until = now() + make_interval(secs => $3)
-             WHERE o.seq = ANY(ARRAY(SELECT seq FROM c))
-             RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts",
-            p = self.prefix
+            "WITH a AS (SELECT NULL::bigint AS seq WHERE false), {scan}, {lease}
+             SELECT l.*, 0::bigint AS kept, (SELECT count(*) FROM c) AS scanned FROM l",
+            scan = window_scan(&self.prefix, "$5"),
+            lease = lease_rows(&self.prefix),
         );
-        let count = self.wakeup.claiming(relay_id);
-        let rows = sqlx::query(&sql)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(relay_id)
-            .bind(lease.as_secs_f64())
-            .bind(window)
-            .fetch_all(&self.pool)
-            .await
-            .pg()?;
-        self.wakeup.scanned(relay_id, count, began, rows.len());
-        let mut recs = rows.iter().map(record_of).collect::<Result<Vec<_>>>()?;
-        recs.sort_by_key(|(seq, _)| *seq);
-        Ok(recs.into_iter().map(|(_, r)| r).collect())
+        self.run_claim(&sql, relay_id, limit, lease, None).await
     }
 
     async fn mark_and_claim(
@@ -241,84 +299,54 @@ impl OutboxStore for PgOutbox {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
-        if published.is_empty() || limit == 0 {
-            if !published.is_empty() {
-                self.mark_published(relay_id, published).await?;
-            }
+        if published.is_empty() {
             return self.claim(relay_id, limit, lease).await;
         }
-        // One statement marks the confirmed rows and claims each marked aggregate's next row
-        // (the first unpublished row that is not being marked: it becomes the head when this
-        // commits, so no other relay can have claimed it). The statement's snapshot still sees
-        // the marked rows as unpublished, hence `id <> ALL($1)`. Other relays are notified
-        // only if a new head was left for them (not due, leased, past the horizon, or over
-        // the limit). The rest of the batch comes from the common claim.
+        if limit == 0 {
+            self.mark_published(relay_id, published).await?;
+            return Ok(Vec::new());
+        }
+        // One statement marks the confirmed rows and claims, first, each marked aggregate's
+        // next row (`a`: the first unpublished row that is not being marked; it becomes the
+        // head when this commits, so no other relay can have claimed it; the statement's
+        // snapshot still sees the marked rows as unpublished, hence `id <> ALL($6)`), then the
+        // rest of the batch from the oldest rows (`c`, which skips those successors: in this
+        // snapshot their predecessors are unpublished). Other relays are notified only if a
+        // new head was left for them (not due, leased, past the horizon, or over the limit).
         let ids: Vec<uuid::Uuid> = published.iter().map(MessageId::as_uuid).collect();
         let sql = format!(
             "WITH m AS (
                 UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
-                WHERE id = ANY($1) AND published_at IS NULL
+                WHERE id = ANY($6) AND published_at IS NULL
                 RETURNING aggregate_key),
              n AS (
                 SELECT s.seq, s.claimable FROM (SELECT DISTINCT aggregate_key FROM m) AS k
                 CROSS JOIN LATERAL (
                     SELECT o.seq, o.available_at <= now() AND (o.locked_until IS NULL OR o.locked_until < now()) AS claimable
                     FROM {p}outbox o
-                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.id <> ALL($1)
+                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.id <> ALL($6)
                     ORDER BY o.seq LIMIT 1) AS s),
              h AS (
-                SELECT min(seq) + $6 AS horizon FROM {p}outbox
+                SELECT min(seq) + $7 AS horizon FROM {p}outbox
                 WHERE published_at IS NULL AND available_at <= now()),
-             c AS (
+             a AS (
                 SELECT o.seq FROM {p}outbox o
                 WHERE o.seq IN (SELECT seq FROM n WHERE claimable AND seq <= (SELECT horizon FROM h))
                   AND o.published_at IS NULL AND o.available_at <= now()
                   AND (o.locked_until IS NULL OR o.locked_until < now())
-                ORDER BY o.seq LIMIT $3 FOR UPDATE SKIP LOCKED),
-             l AS (
-                UPDATE {p}outbox o SET locked_by = $2, locked_until = now() + make_interval(secs => $4)
-                WHERE o.seq = ANY(ARRAY(SELECT seq FROM c))
-                RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts),
-             w AS (
-                SELECT count(pg_notify($5, '')) AS notified
-                FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM c)) AS left_over)
-             SELECT l.* FROM w LEFT JOIN l ON true",
-            p = self.prefix
+                ORDER BY o.seq LIMIT $1 FOR UPDATE SKIP LOCKED),
+             {scan}, {lease},
+             x AS (
+                SELECT count(pg_notify($8, '')) AS notified
+                FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM a)) AS left_over)
+             SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
+             FROM x LEFT JOIN l ON true",
+            p = self.prefix,
+            scan = window_scan(&self.prefix, "greatest($5 - (SELECT count(*) FROM a), 0)"),
+            lease = lease_rows(&self.prefix),
         );
-        self.wakeup.claiming(relay_id);
-        let rows = sqlx::query(&sql)
-            .bind(ids)
-            .bind(relay_id)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(lease.as_secs_f64())
-            .bind(self.prefix.outbox_channel())
-            .bind(affinity_horizon(limit))
-            .fetch_all(&self.pool)
+        self.run_claim(&sql, relay_id, limit, lease, Some(&ids))
             .await
-            .pg()?;
-        let mut recs = Vec::with_capacity(limit);
-        for row in &rows {
-            if row.try_get::<Option<i64>, _>("seq").pg()?.is_some() {
-                recs.push(record_of(row)?);
-            }
-        }
-        if recs.len() < limit {
-            // The marks are committed: a failure from here on returns what was claimed.
-            match self.claim(relay_id, limit - recs.len(), lease).await {
-                Ok(more) => {
-                    recs.sort_by_key(|(seq, _)| *seq);
-                    let mut out: Vec<OutboxRecord> = recs.into_iter().map(|(_, r)| r).collect();
-                    out.extend(more);
-                    return Ok(out);
-                }
-                Err(e) if !recs.is_empty() => {
-                    tracing::warn!(error = %e, "outbox claim after the mark failed; continuing with the aggregates kept");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        recs.sort_by_key(|(seq, _)| *seq);
-        Ok(recs.into_iter().map(|(_, r)| r).collect())
     }
 
     async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
