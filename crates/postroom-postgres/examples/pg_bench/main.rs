@@ -54,7 +54,7 @@ fn args() -> Args {
         url: std::env::var("POSTROOM_BENCH_PG")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
         messages: 4000,
-        rounds: 3,
+        rounds: 5,
         json: None,
         scenarios: Vec::new(),
     };
@@ -86,7 +86,7 @@ fn args() -> Args {
             }
             "--help" | "-h" => {
                 println!(
-                    "pg_bench [--url URL] [--messages N (default 4000)] [--rounds R (relay pairs, default 3)] [--scenario relay|consumer|produce (repeatable; default all)] [--json PATH]"
+                    "pg_bench [--url URL] [--messages N (default 4000)] [--rounds R (relay pairs, default 5)] [--scenario relay|consumer|produce (repeatable; default all)] [--json PATH]"
                 );
                 std::process::exit(0);
             }

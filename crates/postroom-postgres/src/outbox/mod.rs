@@ -213,8 +213,9 @@ fn affinity_horizon(limit: usize) -> i64 {
 /// oldest due, unleased rows, at most `limit_expr` of them. An older unpublished row of the
 /// same aggregate, leased or delayed, keeps a row out. The window bounds the work of a claim
 /// that finds little: without it, a relay whose every head is held by another relay would walk
-/// the whole backlog on each try. It is read lazily: a claim that finds its rows early stops
-/// early, and one whose limit is 0 reads nothing.
+/// the whole backlog on each try. It is read once and lazily (each window row is looked up by
+/// its key, rather than the window scanned a second time for the join): a claim that finds its
+/// rows early stops early, and one whose limit is 0 reads nothing.
 fn window_scan(p: &TablePrefix, limit_expr: &str) -> String {
     format!(
         "w AS (
@@ -223,13 +224,12 @@ fn window_scan(p: &TablePrefix, limit_expr: &str) -> String {
               AND (locked_until IS NULL OR locked_until < now())
             ORDER BY seq LIMIT $2),
          c AS (
-            SELECT o.seq FROM {p}outbox o
-            WHERE o.seq IN (SELECT seq FROM w)
-              AND o.published_at IS NULL AND o.available_at <= now()
+            SELECT o.seq FROM w JOIN {p}outbox o ON o.seq = w.seq
+            WHERE o.published_at IS NULL AND o.available_at <= now()
               AND (o.locked_until IS NULL OR o.locked_until < now())
               AND NOT EXISTS (SELECT 1 FROM {p}outbox e
                               WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
-            ORDER BY o.seq LIMIT {limit_expr} FOR UPDATE SKIP LOCKED)"
+            ORDER BY w.seq LIMIT {limit_expr} FOR UPDATE OF o SKIP LOCKED)"
     )
 }
 
@@ -307,24 +307,26 @@ impl OutboxStore for PgOutbox {
             return Ok(Vec::new());
         }
         // One statement marks the confirmed rows and claims, first, each marked aggregate's
-        // next row (`a`: the first unpublished row that is not being marked; it becomes the
-        // head when this commits, so no other relay can have claimed it; the statement's
-        // snapshot still sees the marked rows as unpublished, hence `id <> ALL($6)`), then the
-        // rest of the batch from the oldest rows (`c`, which skips those successors: in this
-        // snapshot their predecessors are unpublished). Other relays are notified only if a
-        // new head was left for them (not due, leased, past the horizon, or over the limit).
+        // next row (`a`: the first unpublished row after the marked one; it becomes the head
+        // when this commits, so no other relay can have claimed it), then the rest of the
+        // batch from the oldest rows (`c`, which skips those successors: in this statement's
+        // snapshot their predecessors are unpublished). No unpublished row of the aggregate
+        // comes before a marked row: it was a head when claimed, and rows of one aggregate
+        // commit in `seq` order (the commit-order lock is taken before the row gets its
+        // `seq`). Other relays are notified only if a new head was left for them (not due,
+        // leased, past the horizon, or over the limit).
         let ids: Vec<uuid::Uuid> = published.iter().map(MessageId::as_uuid).collect();
         let sql = format!(
             "WITH m AS (
                 UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
                 WHERE id = ANY($6) AND published_at IS NULL
-                RETURNING aggregate_key),
+                RETURNING aggregate_key, seq),
              n AS (
-                SELECT s.seq, s.claimable FROM (SELECT DISTINCT aggregate_key FROM m) AS k
+                SELECT s.seq, s.claimable FROM (SELECT aggregate_key, max(seq) AS seq FROM m GROUP BY aggregate_key) AS k
                 CROSS JOIN LATERAL (
                     SELECT o.seq, o.available_at <= now() AND (o.locked_until IS NULL OR o.locked_until < now()) AS claimable
                     FROM {p}outbox o
-                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.id <> ALL($6)
+                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.seq > k.seq
                     ORDER BY o.seq LIMIT 1) AS s),
              h AS (
                 SELECT min(seq) + $7 AS horizon FROM {p}outbox
