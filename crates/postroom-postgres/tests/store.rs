@@ -286,6 +286,52 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
 }
 
 #[tokio::test]
+async fn a_claim_after_dense_heads_still_takes_only_heads() {
+    // After a claim that found all it asked for, the next one locks rows before probing
+    // their aggregates: it must still leave out rows whose predecessor is unpublished.
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let rows: Vec<_> = [
+        ("d1", 1),
+        ("d2", 1),
+        ("d3", 1),
+        ("d4", 1),
+        ("x", 1),
+        ("x", 2),
+        ("y", 1),
+        ("y", 2),
+    ]
+    .iter()
+    .map(|(a, v)| msg(a, *v))
+    .collect();
+    let mut tx = s.begin().await.unwrap();
+    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    let ob = s.outbox();
+    let lease = Duration::from_secs(30);
+    let first = ob.claim("r", 4, lease).await.unwrap();
+    assert_eq!(
+        ids(&first),
+        ids_of(&[rows[0].0.id, rows[1].0.id, rows[2].0.id, rows[3].0.id])
+    );
+    let second = ob.claim("r", 4, lease).await.unwrap();
+    assert_eq!(
+        ids(&second),
+        ids_of(&[rows[4].0.id, rows[6].0.id]),
+        "x2 and y2 wait"
+    );
+    // The rows it locked and left (x2, y2) are free again: once x1 and y1 are published,
+    // another relay claims them.
+    ob.mark_published("r", &[rows[4].0.id, rows[6].0.id])
+        .await
+        .unwrap();
+    let third = ob.claim("q", 4, lease).await.unwrap();
+    assert_eq!(ids(&third), ids_of(&[rows[5].0.id, rows[7].0.id]));
+}
+
+#[tokio::test]
 async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;

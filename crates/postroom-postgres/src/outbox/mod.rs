@@ -183,12 +183,10 @@ impl PgOutbox {
             }
         }
         if scan_limit > kept {
-            self.wakeup.scanned(
-                relay_id,
-                count,
-                began,
-                usize::try_from(scanned).unwrap_or(0),
-            );
+            let asked = usize::try_from(scan_limit - kept).unwrap_or(0);
+            let found = usize::try_from(scanned).unwrap_or(0);
+            self.wakeup
+                .scanned(relay_id, count, began, (found, asked, limit));
         }
         recs.sort_by_key(|(seq, _)| *seq);
         Ok(recs.into_iter().map(|(_, r)| r).collect())
@@ -208,29 +206,49 @@ fn affinity_horizon(limit: usize) -> i64 {
     claim_window(limit).saturating_mul(10)
 }
 
-/// The common claim, as CTEs `w` and `c` of a statement that binds `$2` (window), `$5` (the
-/// batch size) and has a CTE `a` (rows already claimed by the statement): the heads among the
-/// oldest due, unleased rows, at most `limit_expr` of them. An older unpublished row of the
-/// same aggregate, leased or delayed, keeps a row out. The window bounds the work of a claim
-/// that finds little: without it, a relay whose every head is held by another relay would walk
-/// the whole backlog on each try. It is read once and lazily (each window row is looked up by
-/// its key, rather than the window scanned a second time for the join): a claim that finds its
-/// rows early stops early, and one whose limit is 0 reads nothing.
-fn window_scan(p: &TablePrefix, limit_expr: &str) -> String {
-    format!(
-        "w AS (
-            SELECT seq FROM {p}outbox
-            WHERE published_at IS NULL AND available_at <= now()
-              AND (locked_until IS NULL OR locked_until < now())
-            ORDER BY seq LIMIT $2),
-         c AS (
-            SELECT o.seq FROM w JOIN {p}outbox o ON o.seq = w.seq
-            WHERE o.published_at IS NULL AND o.available_at <= now()
-              AND (o.locked_until IS NULL OR o.locked_until < now())
-              AND NOT EXISTS (SELECT 1 FROM {p}outbox e
-                              WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
-            ORDER BY w.seq LIMIT {limit_expr} FOR UPDATE OF o SKIP LOCKED)"
-    )
+/// The common claim, as CTE `c` of a statement that binds `$2` (window), `$5` (the batch
+/// size) and has a CTE `a` (rows already claimed by the statement): the heads among the oldest
+/// due, unleased rows, at most `limit_expr` of them. An older unpublished row of the same
+/// aggregate, leased or delayed, keeps a row out. The window bounds the work of a claim that
+/// finds little: without it, a relay whose every head is held by another relay would walk the
+/// whole backlog on each try. The window is read once, lazily and in `seq` order: a claim
+/// that finds its rows early stops early, and one whose limit is 0 reads nothing.
+///
+/// Where heads are dense (`lock_first`, the relay's last scan found all it asked for), each
+/// row is locked before its aggregate is looked at: rows a concurrent claim is taking then
+/// cost a skipped lock instead of a probe, as in an unordered queue (the few non-heads locked
+/// on the way are released when the statement commits). Where heads are sparse, locking every
+/// row on the way would cost more than probing it, and would hold the very rows that other
+/// relays are about to keep as their aggregates' next rows, so rows are probed first.
+fn window_scan(p: &TablePrefix, limit_expr: &str, lock_first: bool) -> String {
+    if lock_first {
+        format!(
+            "c AS (
+                SELECT o.seq FROM (
+                    SELECT seq, aggregate_key FROM {p}outbox
+                    WHERE published_at IS NULL AND available_at <= now()
+                      AND (locked_until IS NULL OR locked_until < now())
+                    ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) AS o
+                WHERE NOT EXISTS (SELECT 1 FROM {p}outbox e
+                                  WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
+                LIMIT {limit_expr})"
+        )
+    } else {
+        format!(
+            "w AS (
+                SELECT seq FROM {p}outbox
+                WHERE published_at IS NULL AND available_at <= now()
+                  AND (locked_until IS NULL OR locked_until < now())
+                ORDER BY seq LIMIT $2),
+             c AS (
+                SELECT o.seq FROM w JOIN {p}outbox o ON o.seq = w.seq
+                WHERE o.published_at IS NULL AND o.available_at <= now()
+                  AND (o.locked_until IS NULL OR o.locked_until < now())
+                  AND NOT EXISTS (SELECT 1 FROM {p}outbox e
+                                  WHERE e.aggregate_key = o.aggregate_key AND e.published_at IS NULL AND e.seq < o.seq)
+                ORDER BY w.seq LIMIT {limit_expr} FOR UPDATE OF o SKIP LOCKED)"
+        )
+    }
 }
 
 /// CTE `l`: lease the rows of `a` and `c` to relay `$3` for `$4` seconds.
@@ -286,7 +304,7 @@ impl OutboxStore for PgOutbox {
         let sql = format!(
             "WITH a AS (SELECT NULL::bigint AS seq WHERE false), {scan}, {lease}
              SELECT l.*, 0::bigint AS kept, (SELECT count(*) FROM c) AS scanned FROM l",
-            scan = window_scan(&self.prefix, "$5"),
+            scan = window_scan(&self.prefix, "$5", self.wakeup.dense(relay_id)),
             lease = lease_rows(&self.prefix),
         );
         self.run_claim(&sql, relay_id, limit, lease, None).await
@@ -313,8 +331,11 @@ impl OutboxStore for PgOutbox {
         // snapshot their predecessors are unpublished). No unpublished row of the aggregate
         // comes before a marked row: it was a head when claimed, and rows of one aggregate
         // commit in `seq` order (the commit-order lock is taken before the row gets its
-        // `seq`). Other relays are notified only if a new head was left for them (not due,
-        // leased, past the horizon, or over the limit).
+        // `seq`). `a` waits for a lock on such a row rather than skipping it: only another
+        // relay's scan can hold one (it locks rows before probing them where heads are dense),
+        // for the length of its statement, and it cannot claim the row. Other relays are
+        // notified only if a new head was left for them (not due, leased, past the horizon,
+        // or over the limit).
         let ids: Vec<uuid::Uuid> = published.iter().map(MessageId::as_uuid).collect();
         let sql = format!(
             "WITH m AS (
@@ -336,7 +357,7 @@ impl OutboxStore for PgOutbox {
                 WHERE o.seq IN (SELECT seq FROM n WHERE claimable AND seq <= (SELECT horizon FROM h))
                   AND o.published_at IS NULL AND o.available_at <= now()
                   AND (o.locked_until IS NULL OR o.locked_until < now())
-                ORDER BY o.seq LIMIT $1 FOR UPDATE SKIP LOCKED),
+                ORDER BY o.seq LIMIT $1 FOR UPDATE),
              {scan}, {lease},
              x AS (
                 SELECT count(pg_notify($8, '')) AS notified
@@ -344,7 +365,11 @@ impl OutboxStore for PgOutbox {
              SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
              FROM x LEFT JOIN l ON true",
             p = self.prefix,
-            scan = window_scan(&self.prefix, "greatest($5 - (SELECT count(*) FROM a), 0)"),
+            scan = window_scan(
+                &self.prefix,
+                "greatest($5 - (SELECT count(*) FROM a), 0)",
+                self.wakeup.dense(relay_id)
+            ),
             lease = lease_rows(&self.prefix),
         );
         self.run_claim(&sql, relay_id, limit, lease, Some(&ids))

@@ -35,6 +35,9 @@ struct LastClaim {
     /// Its last scan of the outbox found nothing: the notification count and the time when
     /// that scan began.
     empty_scan: Option<(u64, Instant)>,
+    /// Its last telling scan found heads densely (it got all it asked for, at least half a
+    /// batch): the next scan locks rows before looking at their aggregates.
+    dense: bool,
 }
 
 /// How long a claim that found nothing is not repeated unless a notification arrives: rows
@@ -78,6 +81,7 @@ impl Wakeup {
                     LastClaim {
                         count,
                         empty_scan: None,
+                        dense: false,
                     },
                 );
             }
@@ -85,12 +89,28 @@ impl Wakeup {
         count
     }
 
-    /// What `relay`'s scan of the outbox found; `count` is what [`Self::claiming`] returned
-    /// when it began.
-    pub(crate) fn scanned(&self, relay: &str, count: u64, began: Instant, rows: usize) {
+    /// What `relay`'s scan of the outbox found (`rows` of the `asked` it looked for, in a
+    /// batch of `limit`); `count` is what [`Self::claiming`] returned when it began.
+    pub(crate) fn scanned(
+        &self,
+        relay: &str,
+        count: u64,
+        began: Instant,
+        (rows, asked, limit): (usize, usize, usize),
+    ) {
         if let Some(s) = self.seen().get_mut(relay) {
             s.empty_scan = (rows == 0).then_some((count, began));
+            if rows < asked {
+                s.dense = false;
+            } else if asked.saturating_mul(2) >= limit {
+                s.dense = true;
+            }
         }
+    }
+
+    /// `relay`'s last telling scan found heads densely (see [`LastClaim::dense`]).
+    pub(crate) fn dense(&self, relay: &str) -> bool {
+        self.seen().get(relay).is_some_and(|s| s.dense)
     }
 
     /// A scan of the outbox by `relay` would find nothing new: its last scan found nothing,
