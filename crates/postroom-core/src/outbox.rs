@@ -71,10 +71,7 @@ pub trait OutboxStore: Send + Sync {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
-        if !published.is_empty() {
-            self.mark_published(relay_id, published).await?;
-        }
-        self.claim(relay_id, limit, lease).await
+        mark_then_claim(self, relay_id, published, limit, lease).await
     }
 
     /// Give a row back after a failed publish; it becomes claimable after `retry_after`.
@@ -98,4 +95,19 @@ pub trait OutboxStore: Send + Sync {
         let _ = relay_id;
         tokio::time::sleep(max_wait).await;
     }
+}
+
+/// [`OutboxStore::mark_and_claim`] as two calls: mark `published` (if any), then claim. The
+/// default for stores that have nothing better, and the fallback of those that do.
+pub async fn mark_then_claim<S: OutboxStore + ?Sized>(
+    store: &S,
+    relay_id: &str,
+    published: &[MessageId],
+    limit: usize,
+    lease: Duration,
+) -> Result<Vec<OutboxRecord>> {
+    if !published.is_empty() {
+        store.mark_published(relay_id, published).await?;
+    }
+    store.claim(relay_id, limit, lease).await
 }

@@ -64,6 +64,17 @@ fn msg(agg: &str, v: u64) -> (OutgoingMessage, String) {
     )
 }
 
+/// Enqueue `rows` in one transaction, in order (batches of 2000 rows).
+async fn enqueue_in_one_transaction(s: &PgStore, rows: &[(OutgoingMessage, String)]) {
+    let mut tx = s.begin().await.unwrap();
+    for chunk in rows.chunks(2000) {
+        outbox::enqueue_batch(&mut tx, s.prefix(), chunk)
+            .await
+            .unwrap();
+    }
+    commit(tx).await.unwrap();
+}
+
 #[tokio::test]
 async fn claim_takes_only_the_head_of_each_aggregate() {
     let db = TestDb::create().await;
@@ -130,11 +141,7 @@ async fn a_relay_keeps_the_aggregates_it_publishes() {
     .iter()
     .map(|(a, v)| msg(a, *v))
     .collect();
-    let mut tx = s.begin().await.unwrap();
-    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
-        .await
-        .unwrap();
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &rows).await;
     let id = |i: usize| rows[i].0.id;
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
@@ -182,13 +189,7 @@ async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
     let mut msgs = vec![msg("hot", 1)];
     msgs.extend((0..12_000).map(|i| msg(&format!("cold-{i}"), 1)));
     msgs.push(msg("hot", 2));
-    let mut tx = s.begin().await.unwrap();
-    for chunk in msgs.chunks(2000) {
-        outbox::enqueue_batch(&mut tx, s.prefix(), chunk)
-            .await
-            .unwrap();
-    }
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &msgs).await;
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
     let first = ob.claim("r1", 1, lease).await.unwrap();
@@ -209,11 +210,7 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;
     let rows: Vec<_> = (1..=2).map(|v| msg("k", v)).collect();
-    let mut tx = s.begin().await.unwrap();
-    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
-        .await
-        .unwrap();
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &rows).await;
     let ob = s.outbox();
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
         .await;
@@ -251,11 +248,7 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;
     let rows: Vec<_> = ["x", "y"].iter().map(|k| msg(k, 1)).collect();
-    let mut tx = s.begin().await.unwrap();
-    outbox::enqueue(&mut tx, s.prefix(), &rows[0].0, &rows[0].1)
-        .await
-        .unwrap();
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &rows[0..=0]).await;
     let ob = s.outbox();
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
         .await;
@@ -263,11 +256,7 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
     assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
     assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
     // An insert notifies: b's wait ends and its next claim scans.
-    let mut tx = s.begin().await.unwrap();
-    outbox::enqueue(&mut tx, s.prefix(), &rows[1].0, &rows[1].1)
-        .await
-        .unwrap();
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &rows[1..=1]).await;
     ob.wait_for_rows("b", Duration::from_secs(20)).await;
     assert_eq!(
         ids(&ob.claim("b", 10, lease).await.unwrap()),
@@ -304,11 +293,7 @@ async fn a_claim_after_dense_heads_still_takes_only_heads() {
     .iter()
     .map(|(a, v)| msg(a, *v))
     .collect();
-    let mut tx = s.begin().await.unwrap();
-    outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
-        .await
-        .unwrap();
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &rows).await;
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
     let first = ob.claim("r", 4, lease).await.unwrap();
@@ -418,13 +403,7 @@ async fn one_transaction_can_enqueue_rows_for_many_aggregates() {
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;
     let msgs: Vec<_> = (0..20_000).map(|i| msg(&format!("many-{i}"), 1)).collect();
-    let mut tx = s.begin().await.unwrap();
-    for chunk in msgs.chunks(2000) {
-        outbox::enqueue_batch(&mut tx, s.prefix(), chunk)
-            .await
-            .unwrap();
-    }
-    commit(tx).await.unwrap();
+    enqueue_in_one_transaction(&s, &msgs).await;
     assert_eq!(s.outbox().pending().await.unwrap(), 20_000);
 }
 

@@ -124,6 +124,14 @@ pub struct PgOutbox {
     pool: PgPool,
     prefix: TablePrefix,
     wakeup: Arc<Wakeup>,
+    sql: Arc<ClaimSql>,
+}
+
+/// The claim statements, built once: index 1 locks window rows before probing them.
+#[derive(Debug)]
+struct ClaimSql {
+    claim: [String; 2],
+    mark_and_claim: [String; 2],
 }
 
 impl PgOutbox {
@@ -131,36 +139,39 @@ impl PgOutbox {
     #[must_use]
     pub fn new(pool: PgPool, prefix: TablePrefix) -> Self {
         let wakeup = Arc::new(Wakeup::new(pool.clone(), prefix.outbox_channel()));
+        let sql = Arc::new(ClaimSql {
+            claim: [false, true].map(|lock_first| claim_sql(&prefix, lock_first)),
+            mark_and_claim: [false, true].map(|lock_first| mark_and_claim_sql(&prefix, lock_first)),
+        });
         Self {
             pool,
             prefix,
             wakeup,
+            sql,
         }
     }
-}
 
-impl PgOutbox {
     /// Run a claim statement (see [`window_scan`] and [`lease_rows`] for its parameters;
     /// with `marked`, `$6` are the ids to mark, `$7` the horizon and `$8` the channel) and
     /// note what its scan of the oldest rows found.
     async fn run_claim(
         &self,
-        sql: &str,
         relay_id: &str,
         limit: usize,
         lease: Duration,
         marked: Option<&[uuid::Uuid]>,
     ) -> Result<Vec<OutboxRecord>> {
+        let start = self.wakeup.claiming(relay_id);
+        if marked.is_none() && start.skip_scan {
+            return Ok(Vec::new());
+        }
         let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
-        // The scan is skipped (limit 0) when it cannot find anything new.
-        let scan_limit = if self.wakeup.nothing_new(relay_id) {
-            0
-        } else {
-            limit_i
+        let scan_limit = if start.skip_scan { 0 } else { limit_i };
+        let sql = match marked {
+            None => &self.sql.claim,
+            Some(_) => &self.sql.mark_and_claim,
         };
-        let began = std::time::Instant::now();
-        let count = self.wakeup.claiming(relay_id);
-        let mut q = sqlx::query(sql)
+        let mut q = sqlx::query(&sql[usize::from(start.lock_first)])
             .bind(limit_i)
             .bind(claim_window(limit))
             .bind(relay_id)
@@ -173,20 +184,25 @@ impl PgOutbox {
                 .bind(self.prefix.outbox_channel());
         }
         let rows = q.fetch_all(&self.pool).await.pg()?;
-        let (mut kept, mut scanned) = (0i64, 0i64);
-        let mut recs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            kept = row.try_get("kept").pg()?;
-            scanned = row.try_get("scanned").pg()?;
-            if row.try_get::<Option<i64>, _>("seq").pg()?.is_some() {
-                recs.push(record_of(row)?);
-            }
-        }
+        // Every row carries the same counts; the statement returns at least one row when
+        // it marks, and none when a plain claim finds nothing.
+        let (kept, scanned) = match rows.first() {
+            Some(row) => (
+                row.try_get::<i64, _>("kept").pg()?,
+                row.try_get::<i64, _>("scanned").pg()?,
+            ),
+            None => (0, 0),
+        };
         if scan_limit > kept {
             let asked = usize::try_from(scan_limit - kept).unwrap_or(0);
             let found = usize::try_from(scanned).unwrap_or(0);
-            self.wakeup
-                .scanned(relay_id, count, began, (found, asked, limit));
+            self.wakeup.scanned(relay_id, &start, (found, asked, limit));
+        }
+        let mut recs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("seq").pg()?.is_some() {
+                recs.push(record_of(row)?);
+            }
         }
         recs.sort_by_key(|(seq, _)| *seq);
         Ok(recs.into_iter().map(|(_, r)| r).collect())
@@ -261,6 +277,61 @@ fn lease_rows(p: &TablePrefix) -> String {
     )
 }
 
+/// The common claim: the heads among the oldest rows (see [`window_scan`]).
+fn claim_sql(p: &TablePrefix, lock_first: bool) -> String {
+    format!(
+        "WITH a AS (SELECT NULL::bigint AS seq WHERE false), {scan}, {lease}
+         SELECT l.*, 0::bigint AS kept, (SELECT count(*) FROM c) AS scanned FROM l",
+        scan = window_scan(p, "$5", lock_first),
+        lease = lease_rows(p),
+    )
+}
+
+/// One statement marks the confirmed rows and claims, first, each marked aggregate's
+/// next row (`a`: the first unpublished row after the marked one; it becomes the head
+/// when this commits, so no other relay can have claimed it), then the rest of the
+/// batch from the oldest rows (`c`, which skips those successors: in this statement's
+/// snapshot their predecessors are unpublished). No unpublished row of the aggregate
+/// comes before a marked row: it was a head when claimed, and rows of one aggregate
+/// commit in `seq` order (the commit-order lock is taken before the row gets its
+/// `seq`). `a` waits for a lock on such a row rather than passing it by: only another
+/// relay's scan can hold one (it locks rows before probing them where heads are dense),
+/// for the length of its statement, and it cannot claim the row. Other relays are
+/// notified only if a new head was left for them (not due, leased, past the horizon,
+/// or over the limit).
+fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool) -> String {
+    format!(
+        "WITH m AS (
+                UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
+                WHERE id = ANY($6) AND published_at IS NULL
+                RETURNING aggregate_key, seq),
+             n AS (
+                SELECT s.seq, s.claimable FROM (SELECT aggregate_key, max(seq) AS seq FROM m GROUP BY aggregate_key) AS k
+                CROSS JOIN LATERAL (
+                    SELECT o.seq, o.available_at <= now() AND (o.locked_until IS NULL OR o.locked_until < now()) AS claimable
+                    FROM {p}outbox o
+                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.seq > k.seq
+                    ORDER BY o.seq LIMIT 1) AS s),
+             h AS (
+                SELECT min(seq) + $7 AS horizon FROM {p}outbox
+                WHERE published_at IS NULL AND available_at <= now()),
+             a AS (
+                SELECT o.seq FROM {p}outbox o
+                WHERE o.seq IN (SELECT seq FROM n WHERE claimable AND seq <= (SELECT horizon FROM h))
+                  AND o.published_at IS NULL AND o.available_at <= now()
+                  AND (o.locked_until IS NULL OR o.locked_until < now())
+                ORDER BY o.seq LIMIT $1 FOR UPDATE),
+             {scan}, {lease},
+             x AS (
+                SELECT count(pg_notify($8, '')) AS notified
+                FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM a)) AS left_over)
+             SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
+             FROM x LEFT JOIN l ON true",
+        scan = window_scan(p, "greatest($5 - (SELECT count(*) FROM a), 0)", lock_first),
+        lease = lease_rows(p),
+    )
+}
+
 fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
     let kind: String = row.get("route_kind");
     let route: String = row.get("route");
@@ -298,16 +369,10 @@ impl OutboxStore for PgOutbox {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
-        if limit == 0 || self.wakeup.nothing_new(relay_id) {
+        if limit == 0 {
             return Ok(Vec::new());
         }
-        let sql = format!(
-            "WITH a AS (SELECT NULL::bigint AS seq WHERE false), {scan}, {lease}
-             SELECT l.*, 0::bigint AS kept, (SELECT count(*) FROM c) AS scanned FROM l",
-            scan = window_scan(&self.prefix, "$5", self.wakeup.dense(relay_id)),
-            lease = lease_rows(&self.prefix),
-        );
-        self.run_claim(&sql, relay_id, limit, lease, None).await
+        self.run_claim(relay_id, limit, lease, None).await
     }
 
     async fn mark_and_claim(
@@ -317,63 +382,12 @@ impl OutboxStore for PgOutbox {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
-        if published.is_empty() {
-            return self.claim(relay_id, limit, lease).await;
+        if published.is_empty() || limit == 0 {
+            return postroom_core::outbox::mark_then_claim(self, relay_id, published, limit, lease)
+                .await;
         }
-        if limit == 0 {
-            self.mark_published(relay_id, published).await?;
-            return Ok(Vec::new());
-        }
-        // One statement marks the confirmed rows and claims, first, each marked aggregate's
-        // next row (`a`: the first unpublished row after the marked one; it becomes the head
-        // when this commits, so no other relay can have claimed it), then the rest of the
-        // batch from the oldest rows (`c`, which skips those successors: in this statement's
-        // snapshot their predecessors are unpublished). No unpublished row of the aggregate
-        // comes before a marked row: it was a head when claimed, and rows of one aggregate
-        // commit in `seq` order (the commit-order lock is taken before the row gets its
-        // `seq`). `a` waits for a lock on such a row rather than skipping it: only another
-        // relay's scan can hold one (it locks rows before probing them where heads are dense),
-        // for the length of its statement, and it cannot claim the row. Other relays are
-        // notified only if a new head was left for them (not due, leased, past the horizon,
-        // or over the limit).
         let ids: Vec<uuid::Uuid> = published.iter().map(MessageId::as_uuid).collect();
-        let sql = format!(
-            "WITH m AS (
-                UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
-                WHERE id = ANY($6) AND published_at IS NULL
-                RETURNING aggregate_key, seq),
-             n AS (
-                SELECT s.seq, s.claimable FROM (SELECT aggregate_key, max(seq) AS seq FROM m GROUP BY aggregate_key) AS k
-                CROSS JOIN LATERAL (
-                    SELECT o.seq, o.available_at <= now() AND (o.locked_until IS NULL OR o.locked_until < now()) AS claimable
-                    FROM {p}outbox o
-                    WHERE o.aggregate_key = k.aggregate_key AND o.published_at IS NULL AND o.seq > k.seq
-                    ORDER BY o.seq LIMIT 1) AS s),
-             h AS (
-                SELECT min(seq) + $7 AS horizon FROM {p}outbox
-                WHERE published_at IS NULL AND available_at <= now()),
-             a AS (
-                SELECT o.seq FROM {p}outbox o
-                WHERE o.seq IN (SELECT seq FROM n WHERE claimable AND seq <= (SELECT horizon FROM h))
-                  AND o.published_at IS NULL AND o.available_at <= now()
-                  AND (o.locked_until IS NULL OR o.locked_until < now())
-                ORDER BY o.seq LIMIT $1 FOR UPDATE),
-             {scan}, {lease},
-             x AS (
-                SELECT count(pg_notify($8, '')) AS notified
-                FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM a)) AS left_over)
-             SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
-             FROM x LEFT JOIN l ON true",
-            p = self.prefix,
-            scan = window_scan(
-                &self.prefix,
-                "greatest($5 - (SELECT count(*) FROM a), 0)",
-                self.wakeup.dense(relay_id)
-            ),
-            lease = lease_rows(&self.prefix),
-        );
-        self.run_claim(&sql, relay_id, limit, lease, Some(&ids))
-            .await
+        self.run_claim(relay_id, limit, lease, Some(&ids)).await
     }
 
     async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {

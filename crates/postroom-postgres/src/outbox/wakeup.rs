@@ -40,6 +40,17 @@ struct LastClaim {
     dense: bool,
 }
 
+/// How a claim begins (see [`Wakeup::claiming`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClaimStart {
+    count: u64,
+    began: Instant,
+    /// A scan of the oldest rows would find nothing new.
+    pub(crate) skip_scan: bool,
+    /// Lock rows before probing their aggregates (heads were dense).
+    pub(crate) lock_first: bool,
+}
+
 /// How long a claim that found nothing is not repeated unless a notification arrives: rows
 /// whose lease ran out or whose delay ended send none, so this bounds how late they are seen
 /// by a relay that keeps calling (the relay's own idle wait is longer).
@@ -68,66 +79,54 @@ impl Wakeup {
     }
 
     /// A claim by `relay` is about to look at the table: what it finds reflects at least
-    /// every notification counted so far.
-    pub(crate) fn claiming(&self, relay: &str) -> u64 {
+    /// every notification counted so far. Says how it should scan the oldest rows:
+    ///
+    /// - not at all (`skip_scan`) when that would find nothing new: the relay's last scan
+    ///   found nothing, no notification arrived since it began (while listening), and it
+    ///   began less than [`RECHECK`] ago. A relay whose heads are all held by other relays
+    ///   (each keeping the aggregates it publishes) then does not scan for nothing on every
+    ///   pass. The relay's own marks need no notification here: they leave new heads only
+    ///   when it took them or notified.
+    /// - locking rows before probing them (`lock_first`) when its last telling scan found
+    ///   heads densely.
+    pub(crate) fn claiming(&self, relay: &str) -> ClaimStart {
         self.start();
         let count = self.signal.count.load(Ordering::Acquire);
+        let listening = self.signal.listening.load(Ordering::Acquire);
         let mut seen = self.seen();
-        match seen.get_mut(relay) {
-            Some(s) => s.count = count,
-            None => {
-                seen.insert(
-                    relay.to_owned(),
-                    LastClaim {
-                        count,
-                        empty_scan: None,
-                        dense: false,
-                    },
-                );
-            }
+        let last = seen.entry(relay.to_owned()).or_insert(LastClaim {
+            count,
+            empty_scan: None,
+            dense: false,
+        });
+        last.count = count;
+        ClaimStart {
+            count,
+            began: Instant::now(),
+            skip_scan: listening
+                && last
+                    .empty_scan
+                    .is_some_and(|(c, began)| c == count && began.elapsed() < RECHECK),
+            lock_first: last.dense,
         }
-        count
     }
 
-    /// What `relay`'s scan of the outbox found (`rows` of the `asked` it looked for, in a
-    /// batch of `limit`); `count` is what [`Self::claiming`] returned when it began.
+    /// What `relay`'s scan of the outbox, begun as `start`, found: `rows` of the `asked` it
+    /// looked for, in a batch of `limit`.
     pub(crate) fn scanned(
         &self,
         relay: &str,
-        count: u64,
-        began: Instant,
+        start: &ClaimStart,
         (rows, asked, limit): (usize, usize, usize),
     ) {
         if let Some(s) = self.seen().get_mut(relay) {
-            s.empty_scan = (rows == 0).then_some((count, began));
+            s.empty_scan = (rows == 0).then_some((start.count, start.began));
             if rows < asked {
                 s.dense = false;
             } else if asked.saturating_mul(2) >= limit {
                 s.dense = true;
             }
         }
-    }
-
-    /// `relay`'s last telling scan found heads densely (see [`LastClaim::dense`]).
-    pub(crate) fn dense(&self, relay: &str) -> bool {
-        self.seen().get(relay).is_some_and(|s| s.dense)
-    }
-
-    /// A scan of the outbox by `relay` would find nothing new: its last scan found nothing,
-    /// no notification arrived since it began (while listening), and it began less than
-    /// [`RECHECK`] ago. A relay whose heads are all held by other relays (each keeping the
-    /// aggregates it publishes) then does not scan the outbox for nothing on every pass.
-    /// The relay's own marks need no notification here: they leave new heads only when it
-    /// took them or notified.
-    pub(crate) fn nothing_new(&self, relay: &str) -> bool {
-        if !self.signal.listening.load(Ordering::Acquire) {
-            return false;
-        }
-        let now = self.signal.count.load(Ordering::Acquire);
-        self.seen()
-            .get(relay)
-            .and_then(|s| s.empty_scan)
-            .is_some_and(|(count, began)| count == now && began.elapsed() < RECHECK)
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, LastClaim>> {
