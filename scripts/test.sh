@@ -9,12 +9,58 @@ if ! command -v cc >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq build-essential curl >/dev/null; }
 fi
 
+# librdkafka (postroom-kafka) is built from source: it needs cmake.
+if ! command -v cmake >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq cmake pkg-config >/dev/null; }
+fi
+
 bash scripts/services.sh all
 
 export POSTROOM_TEST_PG="${POSTROOM_TEST_PG:-postgres://postgres@127.0.0.1:5432/postgres}"
 export POSTROOM_TEST_AMQP="${POSTROOM_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 export POSTROOM_TEST_RABBIT_API="${POSTROOM_TEST_RABBIT_API:-http://guest:guest@127.0.0.1:15672}"
+export POSTROOM_TEST_NATS="${POSTROOM_TEST_NATS:-nats://127.0.0.1:4222}"
+# The local SQS endpoint (moto) takes any credentials: fixed fake ones, and a region.
+export POSTROOM_TEST_SQS="${POSTROOM_TEST_SQS:-http://127.0.0.1:5000}"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-postroom-test}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-postroom-test}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export POSTROOM_TEST_KAFKA="${POSTROOM_TEST_KAFKA:-127.0.0.1:9092}"
 
 cargo fmt --all -- --check
+# cargo-nextest runs each test in a process of its own (crash points, metrics recorders and
+# child processes stay with their test) and test binaries in parallel.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "[test] installing cargo-nextest" >&2
+  cargo install cargo-nextest --locked
+fi
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked -- --test-threads "${POSTROOM_TEST_THREADS:-4}"
+# The examples (examples/): complete services, each exiting 0 only when every message was applied exactly once.
+EXAMPLES_PG="${POSTROOM_TEST_PG%/*}/postroom_examples"
+psql "$POSTROOM_TEST_PG" -tAc "SELECT 1 FROM pg_database WHERE datname = 'postroom_examples'" | grep -q 1 || psql -q "$POSTROOM_TEST_PG" -c "CREATE DATABASE postroom_examples"
+cargo run -q --locked -p postroom-examples --bin sqlite
+DATABASE_URL="$EXAMPLES_PG" BROKER_URL="$POSTROOM_TEST_AMQP" POSTROOM_BROKER_API="$POSTROOM_TEST_RABBIT_API" cargo run -q --locked -p postroom-examples --bin postgres_rabbitmq
+DATABASE_URL="$EXAMPLES_PG" NATS_URL="$POSTROOM_TEST_NATS" cargo run -q --locked -p postroom-examples --bin postgres_nats
+DATABASE_URL="$EXAMPLES_PG" SQS_URL="sqs://${POSTROOM_TEST_SQS#*://}" cargo run -q --locked -p postroom-examples --bin postgres_sqs
+DATABASE_URL="$EXAMPLES_PG" KAFKA_URL="kafka://$POSTROOM_TEST_KAFKA" cargo run -q --locked -p postroom-examples --bin postgres_kafka
+# Each store and transport is a feature of the CLI: a PostgreSQL-only build has no lapin.
+cargo check -p postroom-cli --no-default-features --features postgres --locked
+if cargo tree -p postroom-cli --no-default-features --features postgres -e normal,build --locked | grep -q 'lapin'; then
+  echo "the PostgreSQL-only build of postroom-cli depends on lapin" >&2; exit 1
+fi
+# The run's output is kept: when tests fail, the end of the output repeats each failure's panic
+# message (the long backtraces above would otherwise push them out of a truncated log).
+nextest_log="$(mktemp)"
+set +e
+cargo nextest run --workspace --locked --no-fail-fast --test-threads "${POSTROOM_TEST_THREADS:-4}" 2>&1 | tee "$nextest_log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" != 0 ]; then
+  echo "[test] failures, the panic of each:" >&2
+  grep -E -A2 "^\s+(FAIL|TIMEOUT) \[|panicked at" "$nextest_log" | grep -v -E "^--$|stack backtrace" | awk '!seen[$0]++' | tail -n 120 >&2
+  # What the machine looked like when they failed: a full disk or a broker alarm blocks publishers.
+  { echo "[test] machine:"; uptime; free -m; df -h . /tmp; rabbitmq-diagnostics -q alarms 2>&1 | tail -n 5; } >&2 || true
+  exit "$status"
+fi
+cargo test --workspace --locked --doc
+bash scripts/fuzz.sh  # each fuzz target for FUZZ_SECONDS (30 s); fails on a crash

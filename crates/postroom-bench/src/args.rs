@@ -21,11 +21,42 @@ pub enum Scenario {
     Memory,
     /// Relay and consumer on the embedded default (SQLite), beside raw SQLite.
     Embedded,
+    /// The PostgreSQL store alone: the relay loop into a publisher that confirms at once,
+    /// beside the raw claim-with-lease and mark statements; at 1 and 8 connections.
+    PgRelay,
+    /// The PostgreSQL store alone: the consumer loop on the queue in tables with an inbox
+    /// handler, beside the same claim and transaction run raw; at 1 and 8 connections.
+    PgConsumer,
+    /// The PostgreSQL store alone: outbox rows written 100 per transaction beside one per
+    /// transaction; at 1 and 8 connections.
+    PgProduce,
+    /// Outbox in PostgreSQL to a NATS JetStream stream (PubAck, Nats-Msg-Id), beside a raw
+    /// async-nats publish-and-wait-PubAck loop.
+    NatsRelay,
+    /// NATS JetStream to handler to inbox + business update in PostgreSQL to a confirmed ack,
+    /// beside a raw async-nats pull + the same transaction + ack.
+    NatsConsumer,
+    /// Amazon SQS (`POSTROOM_TEST_SQS`, region and credentials from the AWS environment): the
+    /// relay beside a raw SendMessageBatch loop, and the consumer with its inbox beside raw
+    /// receive + transaction + delete.
+    Sqs,
+    /// Outbox in PostgreSQL to a Kafka topic (idempotent producer), beside a raw rdkafka
+    /// producer loop on the same topic.
+    KafkaRelay,
+    /// Kafka to handler to inbox + business update in PostgreSQL to stored offset, beside a
+    /// raw rdkafka consume + transaction + commit loop.
+    KafkaConsumer,
+    /// The whole path at once on RabbitMQ quorum queues: orders written to the PostgreSQL
+    /// outbox, relayed, consumed with an inbox row + a counter update per message in one
+    /// transaction, some failing once (retried by the broker after the first ladder stage) and
+    /// some undecodable (parked on first delivery); postroom's per-message and batched
+    /// consumers beside a raw lapin + sqlx service doing the same, in the same run.
+    E2e,
 }
 
 impl Scenario {
     /// Every scenario, in run order.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Relay,
         Scenario::Consumer,
         Scenario::Embedded,
@@ -33,6 +64,15 @@ impl Scenario {
         Scenario::Retry,
         Scenario::HotLoop,
         Scenario::Memory,
+        Scenario::PgRelay,
+        Scenario::PgConsumer,
+        Scenario::PgProduce,
+        Scenario::NatsRelay,
+        Scenario::NatsConsumer,
+        Scenario::Sqs,
+        Scenario::KafkaRelay,
+        Scenario::KafkaConsumer,
+        Scenario::E2e,
     ];
 }
 
@@ -56,12 +96,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
 
-    /// Messages per throughput run (relay, consumer, embedded). Default 20000, quick 300.
-    #[arg(long, value_name = "N")]
+    /// Messages per throughput run (relay, consumer, embedded, e2e). Default 20000, quick 300.
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub messages: Option<usize>,
 
     /// Target size of each message body in bytes (the envelope JSON is padded to it).
-    #[arg(long, default_value_t = 512, value_name = "BYTES")]
+    #[arg(long, default_value_t = 512, value_name = "BYTES", value_parser = parse_payload_bytes)]
     pub payload_bytes: usize,
 
     /// Handlers running at once in the consumer scenarios (both postroom and raw), and the
@@ -85,20 +125,26 @@ pub struct BenchArgs {
     pub relays: u16,
 
     /// Runs of each throughput pair, alternating postroom and raw; the median of each counts.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
-    pub rounds: u16,
+    /// Default 3 (`pg-relay`: 5, after an uncounted warm-up pair), quick 1.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=50))]
+    pub rounds: Option<u16>,
+
+    /// Aggregates the messages of the PostgreSQL store scenarios are spread over, round robin
+    /// (fewer aggregates: more of the relays' claims wait behind heads another relay holds).
+    #[arg(long, env = "PG_BENCH_AGGREGATES", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub aggregates: u64,
 
     /// Offered rate of the latency scenario, messages per second (keep it below saturation).
-    #[arg(long, default_value_t = 200.0, value_name = "MSG_PER_SEC")]
+    #[arg(long, default_value_t = 200.0, value_name = "MSG_PER_SEC", value_parser = postroom_ops::limits::parse_rate)]
     pub latency_rate: f64,
 
     /// Duration of the latency scenario in seconds. Default 20, quick 2.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = postroom_ops::limits::parse_positive_seconds)]
     pub latency_secs: Option<f64>,
 
     /// Retries to schedule in the retry scenario (spread over messages walking the whole
     /// ladder). Default 100000, quick 300.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub retries: Option<usize>,
 
     /// The retry ladder of the retry scenario. Default `1s,2s,4s`; quick `1s,2s`.
@@ -109,26 +155,73 @@ pub struct BenchArgs {
     /// message then makes one retry per stage, so the consumer handles rate x (stages + 1)
     /// deliveries and rate x stages confirmed retry publishes a second; 150/s with three
     /// stages saturated a loaded 2-core machine (lateness then measures the backlog).
-    #[arg(long, default_value_t = 60.0, value_name = "MSG_PER_SEC")]
+    #[arg(long, default_value_t = 60.0, value_name = "MSG_PER_SEC", value_parser = postroom_ops::limits::parse_rate)]
     pub retry_rate: f64,
 
     /// How long the handler's database stays down in the hot-loop scenario, in seconds.
     /// Default 60, quick 4.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = postroom_ops::limits::parse_positive_seconds)]
     pub outage_secs: Option<f64>,
 
     /// Messages waiting while the database is down (hot-loop scenario). Default 5000, quick 200.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub outage_messages: Option<usize>,
 
+    /// e2e: the share of messages whose first delivery fails transiently (each is retried
+    /// once, after the first ladder stage, by the broker).
+    #[arg(long, default_value_t = 0.10, value_name = "FRACTION", value_parser = parse_share)]
+    pub e2e_fail_share: f64,
+
+    /// e2e: the share of messages with an undecodable body (parked on their first delivery).
+    #[arg(long, default_value_t = 0.01, value_name = "FRACTION", value_parser = parse_share)]
+    pub e2e_poison_share: f64,
+
+    /// e2e: the broker's delay before a failed message comes back (the retry ladder's one
+    /// stage; the raw service's TTL retry queue).
+    #[arg(long, default_value = "1s", value_name = "DELAY")]
+    pub e2e_retry_delay: String,
+
+    /// e2e: prefetch of the raw service and of postroom's per-message consumer (both run
+    /// `--concurrency` handlers). The batched consumer takes what its batches need:
+    /// `--e2e-lanes` x `--batch` x 2.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub e2e_prefetch: u16,
+
+    /// e2e: batches the batched consumer applies at once (its lanes); each holds up to
+    /// `--batch` messages.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub e2e_lanes: u16,
+
     /// Backlog of the memory scenario. Default 1000000, quick 5000.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub backlog: Option<usize>,
 
     /// How long relay and consumer each run over the backlog in the memory scenario, in
     /// seconds (they stop earlier when it is drained). Default 60, quick 3.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = postroom_ops::limits::parse_positive_seconds)]
     pub memory_secs: Option<f64>,
+}
+
+/// The most messages a run may ask for.
+pub const MAX_COUNT: usize = 100_000_000;
+
+/// A count of messages from 1 to [`MAX_COUNT`].
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    postroom_ops::limits::parse_count(s, 1, MAX_COUNT)
+}
+
+/// A share of the messages, from 0 to 0.5.
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=0.5).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("{v} is not a share from 0 to 0.5")),
+        Err(e) => Err(format!("{s:?} is not a number: {e}")),
+    }
+}
+
+/// A message body size from 64 bytes to 16 MiB.
+pub fn parse_payload_bytes(s: &str) -> Result<usize, String> {
+    postroom_ops::limits::parse_count(s, 64, 16 << 20)
 }
 
 impl BenchArgs {
@@ -199,10 +292,23 @@ impl BenchArgs {
     /// Rounds of each throughput pair.
     #[must_use]
     pub fn rounds(&self) -> usize {
-        if self.quick {
-            1
-        } else {
-            usize::from(self.rounds)
-        }
+        self.rounds_or(3)
+    }
+
+    /// Rounds of the PostgreSQL relay pair (single rounds on a shared 2-core machine vary by
+    /// ±20 %, so it runs more by default).
+    #[must_use]
+    pub fn pg_relay_rounds(&self) -> usize {
+        self.rounds_or(5)
+    }
+
+    fn rounds_or(&self, full: u16) -> usize {
+        usize::from(self.pick(self.rounds, full, 1))
+    }
+
+    /// Aggregates of the PostgreSQL store scenarios.
+    #[must_use]
+    pub fn aggregates(&self) -> usize {
+        usize::try_from(self.aggregates).unwrap_or(usize::MAX)
     }
 }

@@ -32,8 +32,8 @@ pub enum Role {
     Consumer,
 }
 
-/// What a child does.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// What a child does. It reaches the child through the environment, never its argv.
+#[derive(Clone, Serialize, Deserialize)]
 pub struct ChildSpec {
     /// Relay or consumer.
     pub role: Role,
@@ -53,6 +53,18 @@ pub struct ChildSpec {
     pub prefetch: u16,
     /// Consumer concurrency.
     pub concurrency: usize,
+}
+
+/// Hand-written: the URLs may hold passwords.
+impl std::fmt::Debug for ChildSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildSpec")
+            .field("role", &self.role)
+            .field("pg_url", &postroom_ops::redact(&self.pg_url))
+            .field("amqp", &postroom_ops::redact(&self.amqp))
+            .field("expect", &self.expect)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a child measured.

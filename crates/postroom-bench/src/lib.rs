@@ -16,6 +16,10 @@
 //! | `retry` | p99 lateness of retries over the ladder | 10 % of the stage delay (floor 200 ms) | ≤ 1, none early |
 //! | `hot-loop` | consumer CPU and deliveries with the database down | 5 % of a core; messages × stages | ≤ 1 |
 //! | `memory` | relay and consumer peak RSS over a backlog, own processes | 64 MiB | ≤ 1 |
+//! | `nats-relay` | `OutboxRelay` PostgreSQL → JetStream stream (PubAck, `Nats-Msg-Id`) | raw async-nats publish, PubAcks awaited | ≥ 0.9 |
+//! | `nats-consumer` | `Consumer` on JetStream + inbox + business update in PostgreSQL | raw async-nats pull + sqlx tx + double ack | ≥ 0.8 |
+//! | `kafka-relay` | `OutboxRelay` PostgreSQL → Kafka topic, idempotent producer | raw rdkafka producer loop, same topic | ≥ 0.9 |
+//! | `kafka-consumer` | `Consumer` on Kafka + inbox + business update in PostgreSQL | rdkafka poll + sqlx tx + offset commit | ≥ 0.8 |
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -130,9 +134,8 @@ pub async fn run(args: BenchArgs) -> Result<BenchReport, BenchError> {
             }
         }
     }
-    if let Some(db) = ctx.db {
-        db.drop_now().await?;
-    }
+    // The run's database is dropped with its handle.
+    drop(ctx.db);
     println!("{}", report.table());
     if let Some(path) = &ctx.args.json {
         let text = serde_json::to_vec_pretty(&report)

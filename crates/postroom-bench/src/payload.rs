@@ -7,18 +7,26 @@ use postroom_core::{Envelope, OutgoingMessage};
 pub const ROUTING_KEY: &str = "bench.order.created";
 /// Message type accepted by the bench consumers.
 pub const MESSAGE_TYPE: &str = "order.created";
-/// Aggregates the messages are spread over.
+/// Aggregates the messages are spread over, unless a scenario says otherwise.
 pub const AGGREGATES: usize = 1000;
 
 /// Message `i` with a body of about `bytes` bytes, and its aggregate key.
 #[must_use]
 pub fn message(i: usize, bytes: usize) -> (OutgoingMessage, String) {
+    message_over(i, bytes, AGGREGATES)
+}
+
+/// Message `i`, spread round robin over `aggregates` aggregates (version `i / aggregates + 1`
+/// of aggregate `i % aggregates`).
+#[must_use]
+pub fn message_over(i: usize, bytes: usize, aggregates: usize) -> (OutgoingMessage, String) {
+    let aggregates = aggregates.max(1);
     let build = |pad: &str| {
         Envelope::builder(MESSAGE_TYPE, "bench")
             .aggregate(
                 "order",
-                format!("a{}", i % AGGREGATES),
-                (i / AGGREGATES) as u64 + 1,
+                format!("a{}", i % aggregates),
+                (i / aggregates) as u64 + 1,
             )
             .data(serde_json::json!({"sku": "A-1", "qty": 1, "i": i, "pad": pad}))
             .build()

@@ -85,6 +85,26 @@ pub struct Load {
     pub messages: usize,
 }
 
+impl Load {
+    /// A load shape.
+    #[must_use]
+    pub fn new(
+        payload_bytes: usize,
+        concurrency: usize,
+        prefetch: usize,
+        batch_size: usize,
+        messages: usize,
+    ) -> Self {
+        Self {
+            payload_bytes,
+            concurrency,
+            prefetch,
+            batch_size,
+            messages,
+        }
+    }
+}
+
 /// One figure of postroom beside its baseline.
 #[derive(Clone, Debug, Serialize)]
 pub struct Measurement {

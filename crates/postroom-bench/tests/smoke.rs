@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-const EXPECTED: [&str; 11] = [
+const EXPECTED: [&str; 29] = [
     "relay_pg_to_rabbitmq",
     "consumer_inbox_pg",
     "consumer_inbox_pg_batched",
@@ -17,6 +17,24 @@ const EXPECTED: [&str; 11] = [
     "hot_loop_deliveries",
     "memory_relay_rss",
     "memory_consumer_rss",
+    "pg_relay_1conn",
+    "pg_relay_8conn",
+    "pg_consumer_1conn",
+    "pg_consumer_8conn",
+    "pg_produce_batched_1conn",
+    "pg_produce_batched_8conn",
+    "relay_pg_to_nats",
+    "consumer_inbox_pg_nats",
+    "relay_pg_to_sqs",
+    "consumer_inbox_sqs",
+    "relay_pg_to_kafka",
+    "consumer_inbox_pg_kafka",
+    "e2e_outbox_per_message",
+    "e2e_outbox_batched",
+    "e2e_per_message_latency_p50",
+    "e2e_per_message_latency_p99",
+    "e2e_batched_latency_p50",
+    "e2e_batched_latency_p99",
 ];
 
 #[test]
@@ -70,4 +88,27 @@ fn every_scenario_reports_a_finite_ratio() {
         }
     }
     assert!(stdout.contains("measurement"), "the table is printed");
+}
+
+#[test]
+fn absurd_flag_values_are_refused_before_anything_runs() {
+    for args in [
+        ["--latency-rate", "1e-30"],
+        ["--retry-rate", "NaN"],
+        ["--latency-secs", "1e300"],
+        ["--payload-bytes", "18446744073709551615"],
+        ["--messages", "0"],
+        ["--backlog", "999999999999"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_postroom-bench"))
+            .args(args)
+            .output()
+            .expect("run postroom-bench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid value") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -1,7 +1,17 @@
-//! Command-line definitions (clap derive).
+//! Command-line definitions (clap derive). URLs are [`UrlText`]: parsed by `postroom_ops`
+//! (whose errors never echo a password), printed only redacted; the values of their
+//! environment variables are never shown in `--help`.
 
 use clap::{Args, Parser, Subcommand};
+use postroom_ops::UrlText;
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::limits::{parse_limit, parse_rate};
 use std::path::PathBuf;
+
+/// A span for clap: `14d`, `12h`, `90m`.
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    postroom_ops::time::parse_span(s).map_err(|e| e.message)
+}
 
 /// postroom: reliable asynchronous messaging — transactional outbox, confirmed relay, inbox,
 /// delayed retries in the broker, a parking lot you can search and redrive.
@@ -14,6 +24,9 @@ pub struct Cli {
     /// Log format for diagnostics on stderr.
     #[arg(long, global = true, env = "POSTROOM_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
     pub log_format: String,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub passwords: PasswordArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -24,152 +37,49 @@ pub struct Cli {
 pub enum Command {
     /// Run the orders → inventory example end to end on the embedded store, with the source
     /// article's faults injected, and check that nothing is lost or applied twice.
-    Demo(DemoArgs),
+    #[cfg(feature = "demo")]
+    Demo(postroom_demo::args::DemoArgs),
     /// Inspect and redrive parked (dead-lettered) messages.
     #[command(subcommand)]
     Parking(ParkingCommand),
     /// Measure relay, consumer, latency, retry timing, hot-loop and memory figures beside raw
     /// baselines run in the same process, and print the ratios against their targets.
+    #[cfg(feature = "bench")]
     Bench(postroom_bench::BenchArgs),
-    /// Plan and apply the RabbitMQ topology (exchanges, quorum queues, retry stages, parking,
-    /// and the policies that set TTL, dead-lettering, overflow and delivery limits).
+    /// Plan and apply a broker's topology (RabbitMQ: exchanges, quorum queues, retry stages,
+    /// parking, and the policies that set TTL, dead-lettering, overflow and delivery limits).
     #[command(subcommand)]
     Topology(TopologyCommand),
+    /// The web console: the parking lot grouped by cause, redrive from the browser, the
+    /// pipeline, audit; /metrics, /healthz, /readyz. Runs until SIGTERM.
+    #[cfg(feature = "console")]
+    Serve(crate::serve::ServeArgs),
+    /// A long-running outbox relay for services in any language (rows inserted into the
+    /// outbox table in their own transactions), with /metrics and health. Several may run at
+    /// once; SIGTERM drains the batch in hand.
+    #[cfg(feature = "console")]
+    Relay(crate::relay::RelayArgs),
+    /// The continuous parking ingest: a broker's parked copies into the parking store, with
+    /// /metrics and health, until SIGTERM.
+    #[cfg(feature = "console")]
+    Ingest(crate::ingest::IngestDaemonArgs),
+    /// One consumer's deliveries from a broker into its inbox queue (PostgreSQL), each acked
+    /// only after its insert commits, with /metrics and health, until SIGTERM. Feeds on two
+    /// brokers may fill one inbox queue at once (moving between brokers).
+    #[cfg(feature = "console")]
+    Feed(crate::feed::FeedArgs),
     /// Run producer, relay and consumer processes while killing them with SIGKILL at random,
     /// then check from the databases that nothing was lost or applied twice.
-    Soak(SoakArgs),
+    #[cfg(feature = "demo")]
+    Soak(postroom_demo::args::SoakArgs),
     /// The demo's inventory consumer process (started and killed by `demo`).
-    #[command(hide = true)]
-    DemoConsumer(DemoConsumerArgs),
+    #[cfg(feature = "demo")]
+    #[command(hide = true, name = postroom_demo::demo::consumer::COMMAND)]
+    DemoConsumer(postroom_demo::args::DemoConsumerArgs),
     /// A soak process: producer, relay or consumer (started and killed by `soak`).
-    #[command(hide = true)]
-    SoakWorker(SoakWorkerArgs),
-}
-
-/// `postroom soak`.
-#[derive(Debug, Args, Clone)]
-pub struct SoakArgs {
-    /// Database: a SQLite file (recreated) or a postgres:// URL (uses its own tables).
-    #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-soak.db")]
-    pub database: String,
-    /// RabbitMQ URL (amqp://user:pass@host:5672/%2f). Without it the queue lives in the database.
-    /// The management API is taken from POSTROOM_BROKER_API or the same host on port 15672.
-    #[arg(long, env = "POSTROOM_BROKER")]
-    pub broker: Option<String>,
-    /// Restart the broker once mid-run (RabbitMQ: `rabbitmqctl stop_app` / `start_app`; needs rabbitmqctl on this machine).
-    #[arg(long)]
-    pub restart_broker: bool,
-    /// Messages to produce (order events and poison).
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
-    pub messages: u64,
-    /// Seconds between kills (SIGKILL of a random relay or consumer process, then a restart). 0: no kills.
-    #[arg(long, default_value_t = 2.0)]
-    pub kill_every: f64,
-    /// Relay processes.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
-    pub relays: u32,
-    /// Consumer processes.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
-    pub consumers: u32,
-    /// Share of messages whose handler fails transiently on its first two attempts.
-    #[arg(long, default_value_t = 0.05)]
-    pub transient_share: f64,
-    /// Share of messages that are poison (undecodable: parked at once).
-    #[arg(long, default_value_t = 0.005)]
-    pub poison_share: f64,
-    /// Share of orders that are out of stock (a business outcome through the consumer's outbox).
-    #[arg(long, default_value_t = 0.02)]
-    pub out_of_stock_share: f64,
-    /// Share of orders cancelled right after (aggregate version 2; the version guard orders them).
-    #[arg(long, default_value_t = 0.05)]
-    pub cancel_share: f64,
-    /// Retry ladder of the consumers.
-    #[arg(long, default_value = "250ms,1s,3s")]
-    pub ladder: String,
-    /// Give up if the run has not settled within this many seconds.
-    #[arg(long, default_value_t = 900)]
-    pub timeout_secs: u64,
-    /// Write the summary as JSON to this file.
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
-}
-
-/// `postroom soak-worker` (internal).
-#[derive(Debug, Args, Clone)]
-pub struct SoakWorkerArgs {
-    /// producer, relay or consumer.
-    #[arg(long, value_parser = ["producer", "relay", "consumer"])]
-    pub role: String,
-    /// Database.
-    #[arg(long)]
-    pub database: String,
-    /// RabbitMQ URL.
-    #[arg(long)]
-    pub broker: Option<String>,
-    /// Worker number.
-    #[arg(long, default_value_t = 0)]
-    pub id: u32,
-    /// Messages to produce (producer).
-    #[arg(long, default_value_t = 0)]
-    pub messages: u64,
-    /// Shares, as in `soak`.
-    #[arg(long, default_value_t = 0.0)]
-    pub transient_share: f64,
-    /// Poison share.
-    #[arg(long, default_value_t = 0.0)]
-    pub poison_share: f64,
-    /// Out-of-stock share.
-    #[arg(long, default_value_t = 0.0)]
-    pub out_of_stock_share: f64,
-    /// Cancel share.
-    #[arg(long, default_value_t = 0.0)]
-    pub cancel_share: f64,
-    /// Retry ladder.
-    #[arg(long, default_value = "250ms,1s,3s")]
-    pub ladder: String,
-}
-
-/// `postroom demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Database: a SQLite file (recreated on each run and kept afterwards, so that
-    /// `postroom parking list --database FILE` can look at it) or a postgres:// URL (the demo
-    /// then uses its own tables: shop_* and postroom_demo_*).
-    #[arg(long, env = "POSTROOM_DATABASE", default_value = "postroom-demo.db")]
-    pub database: String,
-    /// RabbitMQ URL (amqp://user:pass@host:5672/%2f). Without it the queue lives in the database.
-    /// The management API is taken from POSTROOM_BROKER_API or the same host on port 15672.
-    #[arg(long, env = "POSTROOM_BROKER")]
-    pub broker: Option<String>,
-    /// Number of orders to create (at least 16, so that every fault has an order).
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(16..=100_000))]
-    pub orders: u32,
-    /// Retry ladder (scaled down from the production 5s,30s,5m so the demo ends within a minute).
-    #[arg(long, default_value = "1s,2s,4s")]
-    pub ladder: String,
-    /// Write the report as JSON to this file.
-    #[arg(long, value_name = "PATH")]
-    pub report_json: Option<PathBuf>,
-    /// Give up if the demo has not settled within this many seconds.
-    #[arg(long, default_value_t = 120)]
-    pub timeout_secs: u64,
-}
-
-/// `postroom demo-consumer` (internal).
-#[derive(Debug, Args)]
-pub struct DemoConsumerArgs {
-    /// Database (file path or postgres:// URL).
-    #[arg(long)]
-    pub database: String,
-    /// RabbitMQ URL.
-    #[arg(long)]
-    pub broker: Option<String>,
-    /// Retry ladder.
-    #[arg(long)]
-    pub ladder: String,
-    /// Order whose handling stops after COMMIT and before the ack, so it can be killed.
-    #[arg(long)]
-    pub crash_order: Option<String>,
+    #[cfg(feature = "demo")]
+    #[command(hide = true, name = postroom_demo::soak::worker::COMMAND)]
+    SoakWorker(postroom_demo::args::SoakWorkerArgs),
 }
 
 /// `postroom parking …`.
@@ -184,7 +94,7 @@ pub enum ParkingCommand {
     Redrive(RedriveArgs),
     /// List recorded redrive runs.
     Runs(RunsArgs),
-    /// Move parked messages from RabbitMQ parking queues into the parking store (each acked
+    /// Move parked messages from a broker's parking queues into the parking store (each acked
     /// only after its insert commits), so that list, show and redrive see them.
     Ingest(IngestArgs),
 }
@@ -210,13 +120,15 @@ pub struct BrokerArgs {
         value_name = "FILE"
     )]
     pub topology: PathBuf,
-    /// RabbitMQ URL (amqp://user:pass@host:5672/%2f).
+    /// Broker URL (amqp://user@host:5672/%2f; without a user, guest). Put the password in
+    /// POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here.
     #[arg(
         long,
         env = "POSTROOM_BROKER",
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+        hide_env_values = true,
+        default_value = "amqp://127.0.0.1:5672/%2f"
     )]
-    pub broker: String,
+    pub broker: UrlText,
 }
 
 /// `topology plan`.
@@ -225,7 +137,7 @@ pub struct TopologyArgs {
     #[allow(missing_docs)]
     #[command(flatten)]
     pub broker: BrokerArgs,
-    /// Machine-readable output: one JSON string per change.
+    /// Machine-readable output: one JSON object per change.
     #[arg(long)]
     pub json: bool,
 }
@@ -256,7 +168,7 @@ pub struct IngestArgs {
     /// Only this consumer's parking queue (default: every consumer of the topology).
     #[arg(long)]
     pub consumer: Option<String>,
-    /// Stop after the queue stayed empty this long (e.g. 2s).
+    /// Stop after the queue stayed empty this long (e.g. 2s; at most 1h).
     #[arg(long, default_value = "2s")]
     pub idle: String,
 }
@@ -264,9 +176,11 @@ pub struct IngestArgs {
 /// Where the parking store is.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// Database: SQLite file path (or sqlite://path) or postgres:// URL. Also POSTROOM_DATABASE or `database` in the config file.
-    #[arg(long, env = "POSTROOM_DATABASE")]
-    pub database: Option<String>,
+    /// Database: SQLite file path (or sqlite://path) or postgres:// URL. Also POSTROOM_DATABASE
+    /// or `database` in the config file. Put a password in POSTROOM_DATABASE_PASSWORD or
+    /// --database-password-file rather than here.
+    #[arg(long, env = "POSTROOM_DATABASE", hide_env_values = true)]
+    pub database: Option<UrlText>,
     /// PostgreSQL table prefix of the postroom tables (default postroom_; the demo uses postroom_demo_).
     #[arg(long, env = "POSTROOM_TABLE_PREFIX")]
     pub table_prefix: Option<String>,
@@ -298,6 +212,17 @@ pub struct FilterArgs {
     pub ids: Vec<String>,
 }
 
+/// Whether to print payloads.
+#[derive(Debug, Args)]
+pub struct PayloadArgs {
+    /// Print message bodies (they may hold personal data).
+    #[arg(long)]
+    pub show_payload: bool,
+    /// With --show-payload: print at most this many bytes of each body.
+    #[arg(long, default_value_t = postroom_ops::parking::output::DEFAULT_PAYLOAD_LIMIT, value_name = "BYTES", value_parser = parse_limit)]
+    pub payload_limit: usize,
+}
+
 /// `parking list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -311,11 +236,11 @@ pub struct ListArgs {
     #[arg(long)]
     pub include_redriven: bool,
     /// At most this many rows.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = parse_limit)]
     pub limit: usize,
-    /// Print message bodies (they may hold personal data).
-    #[arg(long)]
-    pub show_payload: bool,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub payload: PayloadArgs,
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -329,9 +254,9 @@ pub struct ShowArgs {
     pub store: StoreArgs,
     /// Message id.
     pub id: String,
-    /// Print the message body (it may hold personal data).
-    #[arg(long)]
-    pub show_payload: bool,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub payload: PayloadArgs,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -347,10 +272,11 @@ pub struct RedriveArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// At most this many messages.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = parse_limit)]
     pub limit: usize,
-    /// Messages per second (default 10, or `parking.redrive_rate` in the config file).
-    #[arg(long)]
+    /// Messages per second, 0.001 to 100000 (default 10, or `parking.redrive_rate` in the
+    /// config file).
+    #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// Show what would be redriven and change nothing.
     #[arg(long)]
@@ -361,9 +287,18 @@ pub struct RedriveArgs {
     /// Continue an interrupted run instead of selecting anew.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
     pub resume: Option<String>,
-    /// Send the messages back through RabbitMQ (amqp://…) instead of the database's embedded queue.
-    #[arg(long, env = "POSTROOM_BROKER")]
-    pub broker: Option<String>,
+    /// How long the consumers' inboxes keep a message id (their purge age; e.g. `14d`). A
+    /// message parked longer ago than this is not sent back unless `--force`: its inbox row
+    /// may be gone, and a repeat could not be recognised.
+    #[arg(long, value_name = "AGE", default_value = "14d", value_parser = parse_age)]
+    pub replay_window: std::time::Duration,
+    /// Send back messages older than the replay window too, after checking by hand that their
+    /// effect was not applied. Messages the inbox shows as applied are skipped all the same.
+    #[arg(long)]
+    pub force: bool,
+    /// Send the messages back through a broker (amqp://…) instead of the database's own queue.
+    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
+    pub broker: Option<UrlText>,
     /// Topology file naming the consumers' exchanges (with --broker).
     #[arg(
         long = "topology",
@@ -384,7 +319,7 @@ pub struct RunsArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     /// At most this many runs.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = parse_limit)]
     pub limit: usize,
     /// Machine-readable output.
     #[arg(long)]

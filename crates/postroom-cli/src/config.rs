@@ -1,7 +1,7 @@
 //! Configuration: a TOML file (`--config`, `POSTROOM_CONFIG`, or `./postroom.toml` when
 //! present) with values that flags and environment variables override.
 
-use crate::error::{CliError, CliResult};
+use postroom_ops::{OpsError, OpsResult};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
-    /// Database: a SQLite file path or `sqlite://path`.
+    /// Database: a SQLite file path, `sqlite://path` or a `postgres://` URL (better without
+    /// its password: see `--database-password-file`).
     pub database: Option<String>,
     /// PostgreSQL table prefix (default `postroom_`).
     pub table_prefix: Option<String>,
@@ -29,25 +30,17 @@ pub struct ParkingSection {
 }
 
 /// Load the config file: an explicit path must exist; the default one is optional.
-pub fn load(explicit: Option<&Path>) -> CliResult<ConfigFile> {
+pub fn load(explicit: Option<&Path>) -> OpsResult<ConfigFile> {
     let (path, required) = match explicit {
         Some(p) => (p.to_path_buf(), true),
         None => (PathBuf::from("postroom.toml"), false),
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ConfigFile::default());
-        }
-        Err(e) => {
-            return Err(CliError::usage(format!(
-                "cannot read config file {}: {e}",
-                path.display()
-            )));
-        }
-    };
+    if !required && !path.exists() {
+        return Ok(ConfigFile::default());
+    }
+    let text = postroom_ops::error::read_text(&path, "config")?;
     toml::from_str(&text)
-        .map_err(|e| CliError::usage(format!("bad config file {}: {e}", path.display())))
+        .map_err(|e| OpsError::usage(format!("bad config file {}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -60,7 +53,7 @@ mod tests {
         let p = dir.path().join("postroom.toml");
         std::fs::write(&p, "databse = 'typo.db'\n").unwrap();
         let err = load(Some(&p)).unwrap_err();
-        assert_eq!(err.kind, crate::error::CliErrorKind::Usage);
+        assert_eq!(err.kind, postroom_ops::OpsErrorKind::Usage);
         assert!(err.message.contains("unknown field"), "{}", err.message);
         let missing = load(Some(&dir.path().join("nope.toml"))).unwrap_err();
         assert!(missing.message.contains("cannot read config file"));

@@ -1,7 +1,12 @@
 //! # postroom-cli
 //!
 //! The `postroom` command-line tool as a library: [`run`] takes parsed arguments, so the
-//! commands can be driven from tests and other programs. The binary is a thin shell.
+//! commands can be driven from tests and other programs. The binary is a thin shell, and so
+//! is this crate: commands parse flags and print; what they do is in `postroom_ops` (stores
+//! and brokers by URL, parking, redrive), `postroom_demo` (`demo`, `soak`) and
+//! `postroom_bench`. Each store and transport is a cargo feature (`sqlite`, `postgres`,
+//! `rabbitmq`); `demo`, `bench` and `console` (`serve`, `relay`, `ingest`, through
+//! `postroom_console`) are features too.
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -11,18 +16,25 @@
 
 pub mod cli;
 pub mod config;
-pub mod demo;
+pub mod connect;
+#[cfg(feature = "console")]
+pub mod daemon;
 pub mod error;
+#[cfg(feature = "console")]
+pub mod feed;
+#[cfg(feature = "console")]
+pub mod ingest;
 pub mod parking;
-pub mod shop;
-pub mod soak;
-pub mod stack;
+pub mod prompt;
+#[cfg(feature = "console")]
+pub mod relay;
+#[cfg(feature = "console")]
+pub mod serve;
 pub mod topology;
-pub mod worker;
 
 use clap::Parser;
 use cli::{Cli, Command};
-use error::CliResult;
+use postroom_ops::OpsResult;
 use std::process::ExitCode;
 
 /// Parse the process arguments, run, and turn the result into an exit code.
@@ -44,30 +56,39 @@ pub async fn run(cli: Cli) -> ExitCode {
     match dispatch(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            e.exit_code()
+            eprintln!("error: {}", postroom_ops::redact(&e.message));
+            error::exit_code(&e)
         }
     }
 }
 
-async fn dispatch(cli: Cli) -> CliResult {
+async fn dispatch(cli: Cli) -> OpsResult {
     let config = config::load(cli.config.as_deref())?;
+    let passwords = &cli.passwords;
     match cli.command {
-        Command::Demo(args) => demo::run(args).await,
-        Command::DemoConsumer(args) => demo::child::run(args).await,
-        Command::Parking(cmd) => parking::run(cmd, &config).await,
-        Command::Soak(args) => soak::run(args).await,
-        Command::Bench(args) => {
-            postroom_bench::run(args)
-                .await
-                .map(|_| ())
-                .map_err(|e| error::CliError {
-                    kind: error::CliErrorKind::Unreachable,
-                    message: e.to_string(),
-                })
-        }
-        Command::Topology(cmd) => topology::run(cmd).await,
-        Command::SoakWorker(args) => soak::worker::run(args).await,
+        #[cfg(feature = "demo")]
+        Command::Demo(args) => postroom_demo::demo::run(args, passwords).await,
+        #[cfg(feature = "demo")]
+        Command::DemoConsumer(args) => postroom_demo::demo::consumer::run(args).await,
+        #[cfg(feature = "demo")]
+        Command::Soak(args) => postroom_demo::soak::run(args, passwords).await,
+        #[cfg(feature = "demo")]
+        Command::SoakWorker(args) => postroom_demo::soak::worker::run(args).await,
+        Command::Parking(cmd) => parking::run(cmd, &config, passwords).await,
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => postroom_bench::run(args)
+            .await
+            .map(|_| ())
+            .map_err(|e| postroom_ops::OpsError::unreachable(e.to_string())),
+        Command::Topology(cmd) => topology::run(cmd, passwords).await,
+        #[cfg(feature = "console")]
+        Command::Serve(args) => serve::run(args, &config, passwords).await,
+        #[cfg(feature = "console")]
+        Command::Relay(args) => relay::run(args, &config, passwords).await,
+        #[cfg(feature = "console")]
+        Command::Ingest(args) => ingest::run(args, &config, passwords).await,
+        #[cfg(feature = "console")]
+        Command::Feed(args) => feed::run(args, &config, passwords).await,
     }
 }
 

@@ -1,133 +1,103 @@
-//! `postroom parking list | show | redrive | runs`.
+//! `postroom parking list | show | redrive | runs | ingest`: flags in, text or JSON out; the
+//! work is `postroom_ops::parking`'s.
 
 use crate::cli::{
-    FilterArgs, IngestArgs, ListArgs, ParkingCommand, RedriveArgs, RunsArgs, ShowArgs, StoreArgs,
+    FilterArgs, IngestArgs, ListArgs, ParkingCommand, PayloadArgs, RedriveArgs, RunsArgs, ShowArgs,
 };
 use crate::config::ConfigFile;
-use crate::error::{CliError, CliResult};
-use crate::stack::{DatabaseUrl, open_parking};
-use chrono::{DateTime, Utc};
-use postroom_core::retry::ladder::parse_duration;
-use postroom_core::{MessageId, ParkedMessage, ParkingFilter, ParkingStore, Publisher, Redriver};
+use crate::connect;
+use crate::prompt::confirm;
+use postroom_core::ParkingFilter;
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::parking::filter::parse_id;
+use postroom_ops::parking::ingest::ingest_all;
+use postroom_ops::parking::{
+    FilterSpec, PayloadView, Redrive, RedriveGuard, escape_controls, parked_json, payload_text,
+    run_json,
+};
+use postroom_ops::time::parse_span;
+use postroom_ops::{OpsError, OpsResult, Registry};
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest `--idle` of an ingest.
+const MAX_IDLE: Duration = Duration::from_secs(3600);
 
 /// Run a parking subcommand.
-pub async fn run(cmd: ParkingCommand, config: &ConfigFile) -> CliResult {
+pub async fn run(cmd: ParkingCommand, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
+    let registry = Registry::builtin();
+    let ctx = Ctx {
+        registry: &registry,
+        config,
+        passwords,
+    };
     match cmd {
-        ParkingCommand::List(a) => list(a, config).await,
-        ParkingCommand::Show(a) => show(a, config).await,
-        ParkingCommand::Redrive(a) => redrive(a, config).await,
-        ParkingCommand::Runs(a) => runs(a, config).await,
-        ParkingCommand::Ingest(a) => ingest(a, config).await,
+        ParkingCommand::List(a) => list(&ctx, a).await,
+        ParkingCommand::Show(a) => show(&ctx, a).await,
+        ParkingCommand::Redrive(a) => redrive(&ctx, a).await,
+        ParkingCommand::Runs(a) => runs(&ctx, a).await,
+        ParkingCommand::Ingest(a) => ingest(&ctx, a).await,
     }
 }
 
-async fn open(
-    store: &StoreArgs,
-    config: &ConfigFile,
-) -> CliResult<(Arc<dyn ParkingStore>, Arc<dyn Publisher>)> {
-    open_or_create(store, config, false).await
+struct Ctx<'a> {
+    registry: &'a Registry,
+    config: &'a ConfigFile,
+    passwords: &'a PasswordArgs,
 }
 
-async fn open_or_create(
-    store: &StoreArgs,
-    config: &ConfigFile,
-    create: bool,
-) -> CliResult<(Arc<dyn ParkingStore>, Arc<dyn Publisher>)> {
-    let raw = store
-        .database
-        .clone()
-        .or_else(|| config.database.clone())
-        .unwrap_or_else(|| "postroom.db".into());
-    let url = DatabaseUrl::parse(&raw)?;
-    let prefix = store
-        .table_prefix
-        .clone()
-        .or_else(|| config.table_prefix.clone())
-        .unwrap_or_else(|| "postroom_".into());
-    open_parking(&url, &prefix, create).await
-}
-
-fn parse_time(s: &str) -> CliResult<DateTime<Utc>> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
+impl Ctx<'_> {
+    async fn store(
+        &self,
+        args: &crate::cli::StoreArgs,
+        create: bool,
+    ) -> OpsResult<std::sync::Arc<dyn postroom_ops::registry::Store>> {
+        connect::store(self.registry, args, self.config, self.passwords, create).await
     }
-    let age = if let Some(days) = s.strip_suffix('d') {
-        days.parse::<u64>()
-            .map(|d| std::time::Duration::from_secs(d * 86_400))
-            .map_err(|e| e.to_string())
-    } else {
-        parse_duration(s)
-    }
-    .map_err(|_| {
-        CliError::usage(format!(
-            "bad time {s:?}: use RFC 3339 (2026-01-31T12:00:00Z) or an age (30m, 2h, 7d)"
-        ))
-    })?;
-    Ok(Utc::now() - chrono::Duration::from_std(age).map_err(|e| CliError::usage(e.to_string()))?)
 }
 
-/// Build the store filter from the flags.
-pub fn filter_of(f: &FilterArgs) -> CliResult<ParkingFilter> {
-    Ok(ParkingFilter {
+/// The store filter from the flags.
+pub fn filter_of(f: &FilterArgs, include_redriven: bool) -> OpsResult<ParkingFilter> {
+    FilterSpec {
         message_type: f.message_type.clone(),
-        error_class: f
-            .error_class
-            .as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(CliError::usage)?,
+        error_class: f.error_class.clone(),
         error_code: f.error_code.clone(),
         consumer: f.consumer.clone(),
-        since: f.since.as_deref().map(parse_time).transpose()?,
-        until: f.until.as_deref().map(parse_time).transpose()?,
-        ids: f
-            .ids
-            .iter()
-            .map(|s| {
-                s.parse::<MessageId>()
-                    .map_err(|e| CliError::usage(format!("bad message id {s:?}: {e}")))
-            })
-            .collect::<CliResult<_>>()?,
-        include_redriven: false,
-    })
+        since: f.since.clone(),
+        until: f.until.clone(),
+        ids: f.ids.clone(),
+        include_redriven,
+    }
+    .to_filter(chrono::Utc::now())
 }
 
-/// A parked message as JSON, with the body redacted unless asked for.
-pub fn to_json(m: &ParkedMessage, show_payload: bool) -> serde_json::Value {
-    let mut v = serde_json::to_value(m).expect("parked message serialises");
-    v["body"] = if show_payload {
-        match std::str::from_utf8(&m.body) {
-            Ok(s) => serde_json::Value::String(s.to_string()),
-            Err(_) => serde_json::Value::String(format!("<{} bytes, not UTF-8>", m.body.len())),
-        }
-    } else {
-        serde_json::Value::String(format!(
-            "<redacted: {} bytes; --show-payload to see>",
-            m.body.len()
-        ))
-    };
-    v
+fn view(p: &PayloadArgs) -> PayloadView {
+    PayloadView {
+        show: p.show_payload,
+        limit: p.payload_limit,
+    }
 }
 
-async fn list(a: ListArgs, config: &ConfigFile) -> CliResult {
-    let (store, _) = open(&a.store, config).await?;
-    let mut filter = filter_of(&a.filter)?;
-    filter.include_redriven = a.include_redriven;
+fn io(e: std::io::Error) -> OpsError {
+    OpsError::failed(format!("cannot write output: {e}"))
+}
+
+async fn list(ctx: &Ctx<'_>, a: ListArgs) -> OpsResult {
+    let filter = filter_of(&a.filter, a.include_redriven)?;
+    let store = ctx.store(&a.store, false).await?.parking();
     let total = store.count(&filter).await?;
     let rows = store.search(&filter, a.limit).await?;
+    let view = view(&a.payload);
     let mut out = std::io::stdout().lock();
     if a.json {
         for m in &rows {
-            writeln!(out, "{}", to_json(m, a.show_payload)).map_err(io)?;
+            writeln!(out, "{}", parked_json(m, view)).map_err(io)?;
         }
         return Ok(());
     }
     writeln!(
         out,
-        "{} parked message(s) match; showing {}",
-        total,
+        "{total} parked message(s) match; showing {}",
         rows.len()
     )
     .map_err(io)?;
@@ -141,81 +111,75 @@ async fn list(a: ListArgs, config: &ConfigFile) -> CliResult {
     )
     .map_err(io)?;
     for m in &rows {
+        let error = postroom_core::message::truncate(&m.error_message, 80);
         writeln!(
             out,
             "{:<36}  {:<20}  {:<14}  {:<9}  {:<24}  {:>3}  {:<8}  {}: {}",
             m.message_id,
             m.parked_at.format("%Y-%m-%d %H:%M:%S"),
-            m.consumer,
+            escape_controls(&m.consumer),
             m.error_class.as_str(),
-            m.message_type.as_deref().unwrap_or("?"),
+            escape_controls(m.message_type.as_deref().unwrap_or("?")),
             m.attempts,
             m.status.as_str(),
-            m.error_code,
-            postroom_core::message::truncate(&m.error_message, 80),
+            escape_controls(&m.error_code),
+            escape_controls(&error),
         )
         .map_err(io)?;
-        if a.show_payload {
-            writeln!(out, "    body: {}", String::from_utf8_lossy(&m.body)).map_err(io)?;
+        if view.show {
+            let body = escape_controls(&payload_text(&m.body, view));
+            writeln!(out, "    body: {body}").map_err(io)?;
         }
     }
     Ok(())
 }
 
-async fn show(a: ShowArgs, config: &ConfigFile) -> CliResult {
-    let (store, _) = open(&a.store, config).await?;
-    let id: MessageId =
-        a.id.parse()
-            .map_err(|e| CliError::usage(format!("bad message id {:?}: {e}", a.id)))?;
-    let rows = store.get(id).await?;
+async fn show(ctx: &Ctx<'_>, a: ShowArgs) -> OpsResult {
+    let id = parse_id(&a.id)?;
+    let rows = ctx.store(&a.store, false).await?.parking().get(id).await?;
     if rows.is_empty() {
-        return Err(CliError::failed(format!("no parked message with id {id}")));
+        return Err(OpsError::failed(format!("no parked message with id {id}")));
     }
     for m in &rows {
-        let v = to_json(m, a.show_payload);
+        let v = parked_json(m, view(&a.payload));
         if a.json {
             println!("{v}");
         } else {
-            println!("{}", serde_json::to_string_pretty(&v).expect("json prints"));
+            let pretty =
+                serde_json::to_string_pretty(&v).map_err(|e| OpsError::failed(e.to_string()))?;
+            println!("{pretty}");
         }
     }
     Ok(())
 }
 
-async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
-    let (store, embedded) = open(&a.store, config).await?;
-    let mut rabbit = None;
-    let publisher: Arc<dyn Publisher> = match &a.broker {
-        None => embedded,
-        Some(url) => {
-            let args = crate::cli::BrokerArgs {
-                topology: a.topology.clone(),
-                broker: url.clone(),
-            };
-            let topology = crate::topology::load(&args).await?;
-            let broker = postroom_rabbitmq::Broker::connect(url).await?;
-            rabbit = Some(broker.clone());
-            Arc::new(postroom_rabbitmq::ConfirmingPublisher::new(
-                broker,
-                topology.config(),
-            ))
-        }
+async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
+    let rate = match a.rate.or(ctx.config.parking.redrive_rate) {
+        Some(r) => postroom_ops::limits::check_rate(r)?,
+        None => 10.0,
     };
-    let rate = a.rate.or(config.parking.redrive_rate).unwrap_or(10.0);
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(CliError::usage(format!(
-            "--rate must be a positive number of messages per second, got {rate}"
-        )));
-    }
-    let redriver = Redriver::new(store.clone(), publisher);
+    let filter = filter_of(&a.filter, false)?;
+    let store = ctx.store(&a.store, false).await?;
+    let broker = a
+        .broker
+        .as_ref()
+        .map(|url| connect::broker_and_topology(url, &a.topology, ctx.passwords))
+        .transpose()?;
+    let guard = RedriveGuard {
+        force: a.force,
+        replay_window: a.replay_window,
+    };
+    let redrive = Redrive::open(
+        ctx.registry,
+        store.as_ref(),
+        broker.as_ref().map(|(e, s)| (e, s)),
+        guard,
+    )
+    .await?;
     let run = if let Some(run_id) = &a.resume {
-        store
-            .redrive_run(run_id)
-            .await?
-            .ok_or_else(|| CliError::usage(format!("no redrive run {run_id}")))?
+        redrive.resume(run_id).await?
     } else {
-        let filter = filter_of(&a.filter)?;
-        let preview = redriver.preview(&filter, a.limit).await?;
+        let preview = redrive.preview(&filter, a.limit).await?;
         if a.dry_run || !a.json {
             eprintln!(
                 "{} message(s) selected for redrive at {rate}/s:",
@@ -225,9 +189,9 @@ async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
                 eprintln!(
                     "  {}  {}  {}  {}",
                     m.message_id,
-                    m.consumer,
-                    m.message_type.as_deref().unwrap_or("?"),
-                    m.error_code
+                    escape_controls(&m.consumer),
+                    escape_controls(m.message_type.as_deref().unwrap_or("?")),
+                    escape_controls(&m.error_code)
                 );
             }
             if preview.len() > 20 {
@@ -246,28 +210,27 @@ async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
         if preview.is_empty() {
             return Ok(());
         }
-        if !a.yes && !confirm(&format!("Redrive {} message(s)?", preview.len()))? {
-            return Err(CliError::failed(
+        if !a.yes && !confirm(&format!("Redrive {} message(s)?", preview.len()), "redrive")? {
+            return Err(OpsError::failed(
                 "redrive not confirmed; nothing changed (use --yes to skip the question)",
             ));
         }
-        let operator = config
+        let operator = ctx
+            .config
             .parking
             .operator
             .clone()
             .or_else(|| std::env::var("USER").ok())
             .unwrap_or_else(|| "unknown".into());
-        store
-            .create_redrive_run(&filter, a.limit, &operator)
-            .await?
+        redrive.start(&filter, a.limit, &operator).await?
     };
     eprintln!(
         "redrive run {} ({} selected, {} already done)",
         run.id, run.total, run.done
     );
     let tty = std::io::stderr().is_terminal();
-    let result = redriver
-        .execute(&run.id, rate, |p| {
+    let result = redrive
+        .execute(&run, rate, |p| {
             if tty {
                 eprint!("\r  redriven {}/{}", p.done, p.total);
             } else if p.done == p.total || p.done % 100 == 0 {
@@ -278,87 +241,102 @@ async fn redrive(a: RedriveArgs, config: &ConfigFile) -> CliResult {
     if tty {
         eprintln!();
     }
-    if let Some(b) = rabbit {
-        b.close().await;
-    }
-    let done = result.map_err(|e| {
-        CliError::failed(format!(
-            "redrive stopped: {e}; resume with --resume {}",
-            run.id
-        ))
-    })?;
+    redrive.close().await;
+    let report = result.map_err(|e| e.context(format!("resume with --resume {}", run.id)))?;
+    let done = &report.run;
+    let skipped: Vec<_> = report
+        .skipped
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "message_id": s.message.message_id.to_string(),
+                "consumer": s.message.consumer,
+                "reason": s.reason.as_str(),
+            })
+        })
+        .collect();
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"run_id": done.id, "total": done.total, "done": done.done})
+            serde_json::json!({
+                "run_id": done.id,
+                "total": done.total,
+                "done": done.done,
+                "skipped": skipped,
+            })
         );
     } else {
         println!(
-            "redrive run {}: {}/{} sent back",
-            done.id, done.done, done.total
+            "redrive run {}: {}/{} done, {} skipped in this pass",
+            done.id,
+            done.done,
+            done.total,
+            report.skipped.len()
         );
-    }
-    Ok(())
-}
-
-async fn runs(a: RunsArgs, config: &ConfigFile) -> CliResult {
-    let (store, _) = open(&a.store, config).await?;
-    for r in store.redrive_runs(a.limit).await? {
-        if a.json {
-            println!("{}", serde_json::to_value(&r).expect("run serialises"));
-        } else {
+        for s in &report.skipped {
             println!(
-                "{}  {}  {:<12}  {}/{}  {}",
-                r.id,
-                r.created_at.format("%Y-%m-%d %H:%M:%S"),
-                r.operator,
-                r.done,
-                r.total,
-                r.filter
+                "  skipped {}  {}  {}",
+                s.message.message_id,
+                escape_controls(&s.message.consumer),
+                match s.reason {
+                    postroom_core::parking::redrive::RedriveSkip::AlreadyApplied =>
+                        "already applied (its consumer's inbox holds the id)",
+                    postroom_core::parking::redrive::RedriveSkip::OlderThanReplayWindow =>
+                        "older than the replay window (check by hand; --force sends it)",
+                }
             );
         }
     }
     Ok(())
 }
 
-fn confirm(question: &str) -> CliResult<bool> {
-    if !std::io::stdin().is_terminal() {
-        return Err(CliError::usage(
-            "refusing to redrive without confirmation: stdin is not a terminal; pass --yes",
-        ));
-    }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).map_err(io)?;
-    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
-}
-
-fn io(e: std::io::Error) -> CliError {
-    CliError::failed(format!("cannot write output: {e}"))
-}
-
-async fn ingest(a: IngestArgs, config: &ConfigFile) -> CliResult {
-    let (store, _) = open_or_create(&a.store, config, true).await?;
-    let topology = crate::topology::load(&a.broker).await?;
-    let idle = parse_duration(&a.idle).map_err(CliError::usage)?;
-    let broker = postroom_rabbitmq::Broker::connect(&a.broker.broker).await?;
-    let mut total = 0;
-    for c in &topology.config().consumers {
-        if a.consumer.as_ref().is_some_and(|only| only != &c.name) {
-            continue;
+async fn runs(ctx: &Ctx<'_>, a: RunsArgs) -> OpsResult {
+    let store = ctx.store(&a.store, false).await?.parking();
+    for r in store.redrive_runs(a.limit).await? {
+        if a.json {
+            println!("{}", run_json(&r));
+        } else {
+            println!(
+                "{}  {}  {:<12}  {}/{}  {}",
+                r.id,
+                r.created_at.format("%Y-%m-%d %H:%M:%S"),
+                escape_controls(&r.operator),
+                r.done,
+                r.total,
+                escape_controls(&r.filter)
+            );
         }
-        let n = postroom_rabbitmq::ingest_parking(
-            broker.clone(),
-            topology.names(&c.name),
-            store.clone(),
-            idle,
-        )
-        .await?;
-        eprintln!("  {}: {n} parked message(s) moved into the store", c.name);
+    }
+    Ok(())
+}
+
+async fn ingest(ctx: &Ctx<'_>, a: IngestArgs) -> OpsResult {
+    let idle = parse_span(&a.idle)?;
+    if idle.is_zero() || idle > MAX_IDLE {
+        return Err(OpsError::usage(format!(
+            "--idle must be above zero and at most 1h, not {}",
+            a.idle
+        )));
+    }
+    let store = ctx.store(&a.store, true).await?;
+    let (broker, mut spec) = connect::from_broker_args(&a.broker, ctx.passwords)?;
+    // Copies the broker dead-lettered by itself are joined with the last errors the
+    // consumers kept in this store.
+    spec.last_errors = store.last_errors();
+    let transport = ctx.registry.open_transport(&broker, &spec).await?;
+    let consumers: Vec<String> = spec
+        .workload
+        .consumer_names()
+        .into_iter()
+        .filter(|c| a.consumer.as_ref().is_none_or(|only| only == c))
+        .collect();
+    let moved = ingest_all(transport.as_ref(), &consumers, store.parking(), idle).await;
+    transport.close().await;
+    let mut total = 0;
+    for (c, n) in moved? {
+        eprintln!("  {c}: {n} parked message(s) moved into the store");
         total += n;
     }
     println!("{total} parked message(s) ingested");
-    broker.close().await;
     Ok(())
 }

@@ -1,84 +1,79 @@
-//! `postroom topology plan | apply`.
+//! `postroom topology plan | apply`: the broker's topology from a topology file, through the
+//! registry (the transport of the broker URL's scheme plans and applies it).
 
-use crate::cli::{BrokerArgs, TopologyCommand};
-use crate::error::{CliError, CliResult};
-use crate::stack::management_url;
-use postroom_rabbitmq::{ManagementApi, Topology, TopologyConfig};
-use std::io::{IsTerminal, Write};
-
-/// Read the topology file and connect to the management API.
-pub async fn load(a: &BrokerArgs) -> CliResult<Topology> {
-    let text = std::fs::read_to_string(&a.topology).map_err(|e| {
-        CliError::usage(format!(
-            "cannot read topology file {}: {e}",
-            a.topology.display()
-        ))
-    })?;
-    let config = TopologyConfig::from_toml(&text)
-        .map_err(|e| CliError::usage(format!("{}: {e}", a.topology.display())))?;
-    let api = ManagementApi::new(&management_url(&a.broker), &config.vhost)?;
-    Ok(Topology::new(config, api)?)
-}
+use crate::cli::{TopologyApplyArgs, TopologyArgs, TopologyCommand};
+use crate::connect::from_broker_args;
+use crate::prompt::confirm;
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::registry::{PlannedChange, TopologyPlan};
+use postroom_ops::{OpsError, OpsResult, Registry};
 
 /// Run a topology subcommand.
-pub async fn run(cmd: TopologyCommand) -> CliResult {
+pub async fn run(cmd: TopologyCommand, passwords: &PasswordArgs) -> OpsResult {
     match cmd {
-        TopologyCommand::Plan(a) => {
-            let t = load(&a.broker).await?;
-            let changes = t.plan().await?;
-            if a.json {
-                for c in &changes {
-                    println!(
-                        "{}",
-                        serde_json::json!({"change": c.to_string(), "conflict": c.is_conflict()})
-                    );
-                }
-            } else if changes.is_empty() {
-                println!(
-                    "nothing to do: the broker matches {}",
-                    a.broker.topology.display()
-                );
-            } else {
-                println!("{} change(s):", changes.len());
-                for c in &changes {
-                    println!("  {}{c}", if c.is_conflict() { "CONFLICT " } else { "" });
-                }
-            }
-            Ok(())
+        TopologyCommand::Plan(a) => plan(a, passwords).await,
+        TopologyCommand::Apply(a) => apply(a, passwords).await,
+    }
+}
+
+async fn open(
+    args: &crate::cli::BrokerArgs,
+    passwords: &PasswordArgs,
+) -> OpsResult<Box<dyn TopologyPlan>> {
+    let (broker, spec) = from_broker_args(args, passwords)?;
+    Registry::builtin().topology(&broker, &spec).await
+}
+
+fn line(c: &PlannedChange) -> String {
+    format!("  {}{}", if c.conflict { "CONFLICT " } else { "" }, c.text)
+}
+
+async fn plan(a: TopologyArgs, passwords: &PasswordArgs) -> OpsResult {
+    let changes = open(&a.broker, passwords).await?.plan().await?;
+    if a.json {
+        for c in &changes {
+            println!(
+                "{}",
+                serde_json::json!({"change": c.text, "conflict": c.conflict})
+            );
         }
-        TopologyCommand::Apply(a) => {
-            let t = load(&a.broker).await?;
-            let changes = t.plan().await?;
-            if changes.is_empty() {
-                println!("nothing to do");
-                return Ok(());
-            }
-            eprintln!("{} change(s):", changes.len());
-            for c in &changes {
-                eprintln!("  {}{c}", if c.is_conflict() { "CONFLICT " } else { "" });
-            }
-            if a.dry_run {
-                return Ok(());
-            }
-            if !a.yes {
-                if !std::io::stdin().is_terminal() {
-                    return Err(CliError::usage(
-                        "refusing to change the broker without confirmation: pass --yes",
-                    ));
-                }
-                eprint!("Apply {} change(s)? [y/N] ", changes.len());
-                let _ = std::io::stderr().flush();
-                let mut line = String::new();
-                std::io::stdin()
-                    .read_line(&mut line)
-                    .map_err(|e| CliError::failed(e.to_string()))?;
-                if !matches!(line.trim(), "y" | "Y" | "yes") {
-                    return Err(CliError::failed("not confirmed; nothing changed"));
-                }
-            }
-            let done = t.apply().await?;
-            println!("applied {} change(s)", done.len());
-            Ok(())
+    } else if changes.is_empty() {
+        println!(
+            "nothing to do: the broker matches {}",
+            a.broker.topology.display()
+        );
+    } else {
+        println!("{} change(s):", changes.len());
+        for c in &changes {
+            println!("{}", line(c));
         }
     }
+    Ok(())
+}
+
+async fn apply(a: TopologyApplyArgs, passwords: &PasswordArgs) -> OpsResult {
+    let topology = open(&a.broker, passwords).await?;
+    let changes = topology.plan().await?;
+    if changes.is_empty() {
+        println!("nothing to do");
+        return Ok(());
+    }
+    eprintln!("{} change(s):", changes.len());
+    for c in &changes {
+        eprintln!("{}", line(c));
+    }
+    if a.dry_run {
+        return Ok(());
+    }
+    if !a.yes
+        && !confirm(
+            &format!("Apply {} change(s)?", changes.len()),
+            "change the broker",
+        )?
+    {
+        return Err(OpsError::failed("not confirmed; nothing changed"));
+    }
+    let done = topology.apply().await?;
+    println!("applied {done} change(s)");
+    Ok(())
 }

@@ -1,32 +1,39 @@
-//! Bad input gets a clear error and a trustworthy exit code.
+//! Bad input gets a clear error and a trustworthy exit code — never a panic, never a
+//! password echoed back.
 
-use std::process::Command;
+mod common;
 
-fn postroom(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
+fn run(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = common::postroom(dir, args);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
+/// Exit 2 with `needle` in the message (and no panic).
+fn refused(dir: &std::path::Path, args: &[&str], needle: &str) {
+    let (code, err) = run(dir, args);
+    assert_eq!(code, Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
 #[test]
 fn bad_config_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("postroom.toml"), "database = [1, 2\n").unwrap();
-    let (code, err) = postroom(dir.path(), &["parking", "list"]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("bad config file postroom.toml"), "{err}");
+    refused(
+        dir.path(),
+        &["parking", "list"],
+        "bad config file postroom.toml",
+    );
 }
 
 #[test]
 fn unwritable_database_path() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, err) = postroom(
+    let (code, err) = run(
         dir.path(),
         &["demo", "--database", "/nonexistent-dir/x/demo.db"],
     );
@@ -41,9 +48,11 @@ fn unwritable_database_path() {
 fn demo_refuses_to_overwrite_a_foreign_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("precious.db"), b"not a database of ours").unwrap();
-    let (code, err) = postroom(dir.path(), &["demo", "--database", "precious.db"]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("not a postroom demo database"), "{err}");
+    refused(
+        dir.path(),
+        &["demo", "--database", "precious.db"],
+        "not a postroom demo database",
+    );
     assert_eq!(
         std::fs::read(dir.path().join("precious.db")).unwrap(),
         b"not a database of ours"
@@ -53,14 +62,15 @@ fn demo_refuses_to_overwrite_a_foreign_file() {
 #[test]
 fn bad_flags() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, err) = postroom(dir.path(), &["demo", "--ladder", "5x"]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("bad duration unit"), "{err}");
-    let (code, err) = postroom(dir.path(), &["parking", "list", "--database", "missing.db"]);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("does not exist"), "{err}");
-    let (code, err) = postroom(
-        dir.path(),
+    let d = dir.path();
+    refused(d, &["demo", "--ladder", "5x"], "bad duration");
+    refused(
+        d,
+        &["parking", "list", "--database", "missing.db"],
+        "does not exist",
+    );
+    refused(
+        d,
         &[
             "parking",
             "list",
@@ -69,6 +79,99 @@ fn bad_flags() {
             "--error-class",
             "fatal",
         ],
+        "unknown error class",
     );
-    assert_eq!(code, Some(2), "{err}");
+    refused(
+        d,
+        &["parking", "list", "--database", "mysql://h/db"],
+        "unsupported database",
+    );
+}
+
+#[test]
+fn absurd_values_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A real (empty) parking store, so that every refusal below is about the value.
+    common::ok(&common::postroom(d, &["parking", "ingest", "--help"]));
+    for (args, needle) in [
+        (
+            vec!["parking", "redrive", "--rate", "1e-30"],
+            "between 0.001 and 100000",
+        ),
+        (vec!["parking", "redrive", "--rate", "NaN"], "between"),
+        (vec!["parking", "redrive", "--rate", "1e300"], "between"),
+        (
+            vec!["parking", "list", "--since", "9000000000000s"],
+            "earliest time",
+        ),
+        (
+            vec!["parking", "list", "--until", "99999999999999999999999d"],
+            "too large",
+        ),
+        (vec!["parking", "list", "--limit", "0"], "between 1 and"),
+        (
+            vec!["parking", "list", "--show-payload", "--payload-limit", "0"],
+            "between 1 and",
+        ),
+        (
+            vec!["parking", "ingest", "--idle", "9000000000000h"],
+            "too large",
+        ),
+        (vec!["soak", "--kill-every", "1e300"], "between 0 and"),
+        (vec!["soak", "--transient-share", "1.5"], "between 0 and 1"),
+        (vec!["demo", "--ladder", "9000000000000h"], "too large"),
+        (vec!["demo", "--ladder", "48h"], "at most 24h"),
+        (vec!["demo", "--timeout-secs", "0"], "timeout-secs"),
+    ] {
+        refused(d, &args, needle);
+    }
+    // The config file's rate is checked the same way.
+    std::fs::write(d.join("postroom.toml"), "[parking]\nredrive_rate = 1e-30\n").unwrap();
+    refused(
+        d,
+        &["parking", "redrive", "--database", "x.db"],
+        "between 0.001",
+    );
+}
+
+#[test]
+fn urls_with_passwords_are_never_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for args in [
+        vec![
+            "parking",
+            "list",
+            "--database",
+            "postgres://app:hunter2secret@db:99999999/x",
+        ],
+        vec![
+            "parking",
+            "list",
+            "--database",
+            "postgres://app:hunter2secret@[::1/x",
+        ],
+        vec![
+            "topology",
+            "plan",
+            "--broker",
+            "amqp://u:hunter2secret@[bad/%2f",
+        ],
+        vec!["demo", "--broker", "localhost-hunter2secret"],
+    ] {
+        let (code, err) = run(d, &args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            !err.contains("hunter2secret"),
+            "{args:?} echoed its password: {err}"
+        );
+    }
+    // Nor does --help show what the environment holds.
+    let out = common::postroom_cmd(d, &["parking", "list", "--help"])
+        .env("POSTROOM_DATABASE", "postgres://app:hunter2secret@db/x")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2secret"));
 }

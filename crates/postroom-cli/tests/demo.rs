@@ -1,25 +1,16 @@
 //! `postroom demo` end to end, as a user runs it: the binary, its child consumer process
-//! killed with SIGKILL, and the JSON report.
+//! killed with SIGKILL, the JSON report; then the operator's view of what it parked.
 
-use std::process::Command;
+mod common;
+
+use common::{json_file, json_lines, ok, postroom, postroom_cmd};
 
 #[test]
 fn demo_reports_no_loss_and_no_double_effect() {
     let dir = tempfile::tempdir().unwrap();
-    let report = dir.path().join("r.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir.path())
-        .args(["demo", "--report-json"])
-        .arg(&report)
-        .output()
-        .expect("run postroom demo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "demo failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let d = dir.path();
+    let stdout = ok(&postroom(d, &["demo", "--report-json", "r.json"]));
+    let r = json_file(&d.join("r.json"));
     assert_eq!(r["orders"], 40);
     assert_eq!(r["lost"], 0);
     assert_eq!(r["duplicate_effects"], 0);
@@ -63,81 +54,50 @@ fn demo_reports_no_loss_and_no_double_effect() {
     assert_eq!(r["failures"].as_array().unwrap().len(), 0);
     assert!(stdout.contains("all invariants hold"));
 
-    // The parked messages are there for the operator, payloads redacted by default.
-    let list = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir.path())
-        .args([
-            "parking",
-            "list",
-            "--database",
-            "postroom-demo.db",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(list.status.success());
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&list.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    // The parked messages are there for the operator, payloads redacted by default…
+    let db = ["--database", "postroom-demo.db"];
+    let list = |extra: &[&str]| {
+        let args: Vec<&str> = ["parking", "list"]
+            .iter()
+            .chain(&db)
+            .chain(extra)
+            .copied()
+            .collect();
+        json_lines(&ok(&postroom(d, &args)))
+    };
+    let lines = list(&["--json"]);
     assert_eq!(lines.len(), 3);
     assert!(
         lines
             .iter()
             .all(|l| l["body"].as_str().unwrap().starts_with("<redacted"))
     );
+    // …and capped when shown.
+    for l in list(&["--json", "--show-payload", "--payload-limit", "12"]) {
+        let body = l["body"].as_str().unwrap();
+        assert!(body.contains("more bytes; --payload-limit"), "{body}");
+        assert!(body.len() < 12 + 64, "{body}");
+    }
 
     // Redrive the exhausted order: dry run changes nothing; then it goes back with the same id.
-    let dry = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir.path())
-        .args([
-            "parking",
-            "redrive",
-            "--database",
-            "postroom-demo.db",
-            "--error-code",
-            "db_unavailable",
-            "--dry-run",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(dry.status.success());
-    assert!(String::from_utf8_lossy(&dry.stdout).contains("\"selected\":1"));
-    let no_yes = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir.path())
-        .args([
-            "parking",
-            "redrive",
-            "--database",
-            "postroom-demo.db",
-            "--error-code",
-            "db_unavailable",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(no_yes.status.code(), Some(2), "no confirmation, no redrive");
-    let go = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir.path())
-        .args([
-            "parking",
-            "redrive",
-            "--database",
-            "postroom-demo.db",
-            "--error-code",
-            "db_unavailable",
-            "--yes",
-            "--rate",
-            "20",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        go.status.success(),
-        "{}",
-        String::from_utf8_lossy(&go.stderr)
+    let redrive = |extra: &[&str]| {
+        let args: Vec<&str> = ["parking", "redrive"]
+            .iter()
+            .chain(&db)
+            .chain(&["--error-code", "db_unavailable"])
+            .chain(extra)
+            .copied()
+            .collect();
+        postroom_cmd(d, &args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert!(ok(&redrive(&["--dry-run", "--json"])).contains("\"selected\":1"));
+    assert_eq!(
+        redrive(&[]).status.code(),
+        Some(2),
+        "no confirmation, no redrive"
     );
-    assert!(String::from_utf8_lossy(&go.stdout).contains("\"done\":1"));
+    assert!(ok(&redrive(&["--yes", "--rate", "20", "--json"])).contains("\"done\":1"));
 }

@@ -3,50 +3,34 @@
 
 mod common;
 
-use common::FreshPg;
-use std::process::Command;
+use common::{TestDb, json_lines, ok, postroom, run_for_report};
 
 #[tokio::test]
 async fn demo_on_postgres() {
-    let db = FreshPg::create("demo").await;
-    let url = db.url.clone();
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
-    let report = dir.path().join("r.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir.path())
-        .args(["demo", "--database", &url, "--report-json"])
-        .arg(&report)
-        .output()
-        .expect("run postroom demo");
-    assert!(
-        out.status.success(),
-        "demo failed\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let r = run_for_report(
+        dir.path(),
+        &["demo", "--database", &db.url, "--report-json", "r.json"],
+        "r.json",
+    )
+    .await;
     assert_eq!(r["lost"], 0);
     assert_eq!(r["duplicate_effects"], 0);
     assert_eq!(r["parked"], 3);
     assert_eq!(r["killed_order_reservations"], 1);
     assert_eq!(r["failures"].as_array().unwrap().len(), 0);
-    let list = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .args([
+    let list = ok(&postroom(
+        dir.path(),
+        &[
             "parking",
             "list",
             "--database",
-            &url,
+            &db.url,
             "--table-prefix",
             "postroom_demo_",
             "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        list.status.success(),
-        "{}",
-        String::from_utf8_lossy(&list.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 3);
-    db.drop_db().await;
+        ],
+    ));
+    assert_eq!(json_lines(&list).len(), 3);
 }

@@ -4,12 +4,12 @@
 
 mod common;
 
-use common::{amqp, cleanup, ok, postroom};
+use common::{amqp, cleanup, management_api, ok, postroom, run_for_report, workload};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn topology_plan_apply_then_nothing_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let prefix = format!("prcli-{}", &uuid::Uuid::now_v7().simple().to_string()[24..]);
+    let prefix = workload("t");
     std::fs::write(
         dir.path().join("topology.toml"),
         format!(
@@ -51,9 +51,7 @@ async fn topology_plan_apply_then_nothing_to_do() {
     assert!(again.contains("nothing to do"), "{again}");
     assert!(json.trim().is_empty(), "{json}");
     // The policies are applied to the right queues.
-    let api =
-        postroom_rabbitmq::ManagementApi::new(&postroom_cli::stack::management_url(&amqp()), "/")
-            .unwrap();
+    let api = management_api();
     let mut seen = None;
     for _ in 0..40 {
         if let Some(q) = api
@@ -77,18 +75,21 @@ async fn topology_plan_apply_then_nothing_to_do() {
 #[tokio::test(flavor = "multi_thread")]
 async fn demo_on_rabbitmq() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_path_buf();
-    let url = amqp();
-    let report = tokio::task::spawn_blocking(move || {
-        ok(&postroom(
-            &d,
-            &["demo", "--broker", &url, "--report-json", "r.json"],
-        ));
-        std::fs::read(d.join("r.json")).unwrap()
-    })
-    .await
-    .unwrap();
-    let r: serde_json::Value = serde_json::from_slice(&report).unwrap();
+    let prefix = workload("demo");
+    let r = run_for_report(
+        dir.path(),
+        &[
+            "demo",
+            "--broker",
+            &amqp(),
+            "--workload",
+            &prefix,
+            "--report-json",
+            "r.json",
+        ],
+        "r.json",
+    )
+    .await;
     assert_eq!(r["lost"], 0);
     assert_eq!(r["duplicate_effects"], 0);
     assert_eq!(
@@ -97,7 +98,7 @@ async fn demo_on_rabbitmq() {
     );
     assert_eq!(r["killed_order_reservations"], 1);
     assert_eq!(r["failures"].as_array().unwrap().len(), 0);
-    cleanup("postroom-demo.").await;
+    cleanup(&format!("{prefix}.")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -107,16 +108,13 @@ async fn parking_ingest_list_and_redrive_through_rabbitmq() {
         Route, Subscriber,
     };
     let dir = tempfile::tempdir().unwrap();
-    let prefix = format!("prcli-{}", &uuid::Uuid::now_v7().simple().to_string()[24..]);
+    let prefix = workload("t");
     let toml = format!(
         "prefix = \"{prefix}\"\nexchange = \"{prefix}.orders\"\nladder = \"1s\"\n[[consumers]]\nname = \"c\"\nbindings = [\"t.#\"]\n"
     );
     std::fs::write(dir.path().join("topology.toml"), &toml).unwrap();
     let config = postroom_rabbitmq::TopologyConfig::from_toml(&toml).unwrap();
-    let api =
-        postroom_rabbitmq::ManagementApi::new(&postroom_cli::stack::management_url(&amqp()), "/")
-            .unwrap();
-    let topology = postroom_rabbitmq::Topology::new(config.clone(), api).unwrap();
+    let topology = postroom_rabbitmq::Topology::new(config.clone(), management_api()).unwrap();
     topology.apply().await.unwrap();
     let broker = postroom_rabbitmq::Broker::connect(&amqp()).await.unwrap();
     let publisher = std::sync::Arc::new(postroom_rabbitmq::ConfirmingPublisher::new(

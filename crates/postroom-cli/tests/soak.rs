@@ -4,14 +4,12 @@
 
 mod common;
 
-use common::FreshPg;
-use std::process::Command;
+use common::{TestDb, json_file, ok, postroom};
 
 fn soak(dir: &std::path::Path, database: &str) -> serde_json::Value {
-    let json = dir.join("soak.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir)
-        .args([
+    ok(&postroom(
+        dir,
+        &[
             "soak",
             "--messages",
             "5000",
@@ -22,17 +20,10 @@ fn soak(dir: &std::path::Path, database: &str) -> serde_json::Value {
             "--database",
             database,
             "--json",
-        ])
-        .arg(&json)
-        .output()
-        .expect("run postroom soak");
-    assert!(
-        out.status.success(),
-        "soak failed\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+            "soak.json",
+        ],
+    ));
+    json_file(&dir.join("soak.json"))
 }
 
 fn check(r: &serde_json::Value) {
@@ -45,7 +36,14 @@ fn check(r: &serde_json::Value) {
         r["parked"].as_u64().unwrap() > 0,
         "poison was produced and parked"
     );
-    assert!(r["kills"].as_u64().unwrap() >= 1);
+    assert!(
+        r["relay_kills"].as_u64().unwrap() >= 1,
+        "a relay was killed: {r}"
+    );
+    assert!(
+        r["consumer_kills"].as_u64().unwrap() >= 1,
+        "a consumer was killed: {r}"
+    );
     assert_eq!(r["rejected"], r["out_of_stock_orders"]);
     assert_eq!(r["stock_consistent"], true);
     for key in ["broker_restarts", "elapsed_s", "throughput_msgs_per_s"] {
@@ -61,15 +59,12 @@ fn soak_embedded_default() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn soak_postgres() {
-    let db = FreshPg::create("soak").await;
-    let url = db.url.clone();
+    let db = TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
-    let r = tokio::task::spawn_blocking({
-        let (dir, url) = (dir.path().to_path_buf(), url.clone());
-        move || soak(&dir, &url)
-    })
-    .await
-    .unwrap();
-    check(&r);
-    db.drop_db().await;
+    let (d, url) = (dir.path().to_path_buf(), db.url.clone());
+    check(
+        &tokio::task::spawn_blocking(move || soak(&d, &url))
+            .await
+            .unwrap(),
+    );
 }

@@ -1,7 +1,13 @@
-//! Decoding an envelope from the wire, with the limits a consumer accepts (R1).
+//! Decoding an envelope from the wire, with the limits a consumer accepts.
 //!
 //! Every failure here is permanent: the message goes to the parking lot on its first
 //! delivery with the diagnostics, and is never retried.
+//!
+//! Bodies that are not postroom envelopes (another language's producer, a topic fed by
+//! something else) are accepted with [`EnvelopeDecoder::foreign`]: a JSON body whose message
+//! id comes from a header. Their id becomes a stable postroom id (the id itself when it is a
+//! UUID, else one derived from it, the same every time), so the inbox deduplicates them like
+//! any other message, and retries and parking keep it.
 
 use crate::envelope::Envelope;
 use std::collections::HashMap;
@@ -35,6 +41,9 @@ pub enum DecodeError {
     /// No handler accepts this message type.
     #[error("unknown message type {0}")]
     UnknownType(String),
+    /// A foreign message without its id header.
+    #[error("the message has no id: expected a header {0:?} with a unique id")]
+    MissingId(String),
 }
 
 impl DecodeError {
@@ -46,7 +55,49 @@ impl DecodeError {
             DecodeError::Malformed(_) => "malformed",
             DecodeError::UnknownSchemaVersion { .. } => "unknown_schema_version",
             DecodeError::UnknownType(_) => "unknown_type",
+            DecodeError::MissingId(_) => "missing_id",
         }
+    }
+}
+
+/// How to read bodies that are not postroom envelopes: a JSON body, its id in a header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignFormat {
+    /// Header holding the producer's unique message id (any string).
+    pub id_header: String,
+    /// Header naming the message type, when the producer sends one.
+    pub type_header: Option<String>,
+    /// Message type of messages without a type header.
+    pub message_type: String,
+    /// Top-level field of the body holding the aggregate (ordering) id; without it the
+    /// message id is used.
+    pub key_field: Option<String>,
+}
+
+impl ForeignFormat {
+    /// Messages of `message_type` with their id in the header `id_header`.
+    #[must_use]
+    pub fn new(id_header: impl Into<String>, message_type: impl Into<String>) -> Self {
+        Self {
+            id_header: id_header.into(),
+            type_header: None,
+            message_type: message_type.into(),
+            key_field: None,
+        }
+    }
+
+    /// Read the type from this header when present.
+    #[must_use]
+    pub fn type_header(mut self, header: impl Into<String>) -> Self {
+        self.type_header = Some(header.into());
+        self
+    }
+
+    /// Read the aggregate id from this top-level field of the body.
+    #[must_use]
+    pub fn key_field(mut self, field: impl Into<String>) -> Self {
+        self.key_field = Some(field.into());
+        self
     }
 }
 
@@ -56,6 +107,7 @@ pub struct EnvelopeDecoder {
     max_bytes: usize,
     accepted: HashMap<String, RangeInclusive<u32>>,
     accept_any_type: bool,
+    foreign: Option<ForeignFormat>,
 }
 
 impl Default for EnvelopeDecoder {
@@ -75,7 +127,27 @@ impl EnvelopeDecoder {
             max_bytes: Self::DEFAULT_MAX_BYTES,
             accepted: HashMap::new(),
             accept_any_type: false,
+            foreign: None,
         }
+    }
+
+    /// A decoder that accepts exactly `message_type` at `versions` (the usual consumer of one
+    /// kind of message); more with [`accept`](Self::accept).
+    #[must_use]
+    pub fn accepting(message_type: impl Into<String>, versions: RangeInclusive<u32>) -> Self {
+        Self::new().accept(message_type, versions)
+    }
+
+    /// Also accept bodies that are not postroom envelopes, read as `format` says (at schema
+    /// version 1 of their type, which is accepted too). Postroom envelopes are still read as
+    /// such.
+    #[must_use]
+    pub fn foreign(mut self, format: ForeignFormat) -> Self {
+        self.accepted
+            .entry(format.message_type.clone())
+            .or_insert(1..=1);
+        self.foreign = Some(format);
+        self
     }
 
     /// Accept `message_type` with schema versions in `versions`.
@@ -109,16 +181,69 @@ impl EnvelopeDecoder {
         self.max_bytes
     }
 
-    /// Decode and validate a body.
-    pub fn decode(&self, body: &[u8]) -> Result<Envelope, DecodeError> {
-        if body.len() > self.max_bytes {
-            return Err(DecodeError::Oversize {
-                size: body.len(),
-                limit: self.max_bytes,
-            });
+    /// Decode and validate a received message: a postroom envelope, or — with
+    /// [`foreign`](Self::foreign) — a foreign JSON body with its id in a header.
+    pub fn decode_message(
+        &self,
+        msg: &crate::transport::ReceivedMessage,
+    ) -> Result<Envelope, DecodeError> {
+        let Some(format) = &self.foreign else {
+            return self.decode(&msg.body);
+        };
+        match self.decode(&msg.body) {
+            Err(DecodeError::Malformed(_)) => self.decode_foreign(format, msg),
+            other => other,
         }
-        let envelope: Envelope =
-            serde_json::from_slice(body).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    }
+
+    fn decode_foreign(
+        &self,
+        format: &ForeignFormat,
+        msg: &crate::transport::ReceivedMessage,
+    ) -> Result<Envelope, DecodeError> {
+        let data: serde_json::Value = serde_json::from_slice(&msg.body)
+            .map_err(|e| DecodeError::Malformed(format!("not JSON: {e}")))?;
+        let raw_id = msg
+            .headers
+            .get(&format.id_header)
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| DecodeError::MissingId(format.id_header.clone()))?;
+        let id = raw_id.parse::<crate::MessageId>().unwrap_or_else(|_| {
+            crate::MessageId::derived_from(format!("foreign:{raw_id}").as_bytes())
+        });
+        let message_type = format
+            .type_header
+            .as_ref()
+            .and_then(|h| msg.headers.get(h))
+            .cloned()
+            .unwrap_or_else(|| format.message_type.clone());
+        let key = format
+            .key_field
+            .as_ref()
+            .and_then(|f| data.get(f))
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_else(|| raw_id.clone());
+        let mut b = Envelope::builder(
+            message_type,
+            msg.headers
+                .get(crate::message::headers::PRODUCER)
+                .cloned()
+                .unwrap_or_else(|| "foreign".into()),
+        )
+        .id(id)
+        .aggregate(format.message_type.clone(), key, 0)
+        .data(data);
+        if let Some(c) = msg.headers.get(crate::message::headers::CORRELATION_ID) {
+            b = b.correlation_id(c.clone());
+        }
+        let envelope = b.build();
+        self.check_type(envelope)
+    }
+
+    fn check_type(&self, envelope: Envelope) -> Result<Envelope, DecodeError> {
         if self.accept_any_type {
             return Ok(envelope);
         }
@@ -133,6 +258,19 @@ impl EnvelopeDecoder {
             }
             Some(_) => Ok(envelope),
         }
+    }
+
+    /// Decode and validate a body.
+    pub fn decode(&self, body: &[u8]) -> Result<Envelope, DecodeError> {
+        if body.len() > self.max_bytes {
+            return Err(DecodeError::Oversize {
+                size: body.len(),
+                limit: self.max_bytes,
+            });
+        }
+        let envelope: Envelope =
+            serde_json::from_slice(body).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        self.check_type(envelope)
     }
 }
 
@@ -181,6 +319,38 @@ mod tests {
         assert_eq!(
             dec.decode(br#"{"id":"nope"}"#).unwrap_err().code(),
             "malformed"
+        );
+    }
+
+    #[test]
+    fn a_foreign_body_with_a_string_id_in_a_header_gets_a_stable_postroom_id() {
+        let dec = EnvelopeDecoder::new()
+            .foreign(ForeignFormat::new("x-message-id", "payment.captured").key_field("payment"));
+        let mut headers = crate::Headers::new();
+        headers.insert("x-message-id".into(), "pay-0042".into());
+        let msg = crate::ReceivedMessage::new(
+            None,
+            "payments",
+            headers.clone(),
+            br#"{"payment":"p-7","amount":12}"#.to_vec(),
+        );
+        let a = dec.decode_message(&msg).unwrap();
+        let b = dec.decode_message(&msg).unwrap();
+        assert_eq!(a.id, b.id, "the same string id gives the same postroom id");
+        assert_eq!(a.message_type, "payment.captured");
+        assert_eq!(a.aggregate.id, "p-7");
+        assert_eq!(a.data["amount"], 12);
+        let no_id =
+            crate::ReceivedMessage::new(None, "payments", crate::Headers::new(), b"{}".to_vec());
+        assert_eq!(dec.decode_message(&no_id).unwrap_err().code(), "missing_id");
+        let env = Envelope::builder("payment.captured", "p")
+            .aggregate("p", "1", 1)
+            .build();
+        let native = crate::ReceivedMessage::new(Some(env.id), "payments", headers, env.to_bytes());
+        assert_eq!(
+            dec.decode_message(&native).unwrap().id,
+            env.id,
+            "envelopes still read as such"
         );
     }
 

@@ -1,4 +1,4 @@
-//! The message envelope (R1): the contract every producer and consumer shares.
+//! The message envelope: the contract every producer and consumer shares.
 
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,17 @@ impl MessageId {
     #[must_use]
     pub fn as_uuid(&self) -> uuid::Uuid {
         self.0
+    }
+
+    /// A stable id derived from `content` (a name-based UUID): the same bytes always give the
+    /// same id. For a message that arrived without an id, so that parking it twice keeps one
+    /// record and a redrive of it is recognised.
+    #[must_use]
+    pub fn derived_from(content: &[u8]) -> Self {
+        /// The namespace of ids postroom derives from message content.
+        const NAMESPACE: uuid::Uuid =
+            uuid::Uuid::from_u128(0x6a1f_3c2e_9b7d_4e0a_8c55_0d2b_7e91_f4a3);
+        Self(uuid::Uuid::new_v5(&NAMESPACE, content))
     }
 }
 
@@ -82,7 +93,7 @@ pub struct TraceContext {
     pub tracestate: Option<String>,
 }
 
-/// The envelope of every postroom message (R1). Unknown fields are ignored on decode.
+/// The envelope of every postroom message. Unknown fields are ignored on decode.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     /// Stable id.
@@ -135,6 +146,22 @@ impl Envelope {
                 trace: TraceContext::default(),
             },
         }
+    }
+
+    /// The payload as a typed value. A payload that does not fit `T` is a permanent error
+    /// (code `malformed_data`): retrying cannot change it, so `?` in a handler parks it.
+    pub fn data_as<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Result<T, crate::outcome::HandlerError> {
+        T::deserialize(&self.data).map_err(|e| {
+            crate::outcome::HandlerError::permanent(
+                crate::outcome::codes::MALFORMED_DATA,
+                format!(
+                    "the data of {} {} does not fit: {e}",
+                    self.message_type, self.id
+                ),
+            )
+        })
     }
 
     /// Encode as JSON bytes.

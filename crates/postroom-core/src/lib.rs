@@ -5,6 +5,9 @@
 //! budget ([`RetryPolicy`]), the aggregate version guard ([`ordering`]), the store and
 //! transport traits, and the relay and consumer loops written once against them.
 //!
+//! Applications depend on the `postroom` crate, whose `Service` wires these loops to a store
+//! and a transport; its `examples/` are complete services, one per stack.
+//!
 //! ```
 //! use postroom_core::{Envelope, EnvelopeDecoder, RetryPolicy, ErrorClass, Disposition};
 //! use postroom_core::retry::Attempt;
@@ -25,39 +28,51 @@
 //! ```
 
 pub mod backoff;
-pub mod boxed;
-pub mod breaker;
 pub mod consumer;
 pub mod decode;
 pub mod envelope;
 pub mod error;
+pub mod failpoint;
 pub mod handler;
+pub mod inbox;
+pub mod inbox_feed;
 pub mod message;
 pub mod metrics;
 pub mod ordering;
 pub mod outbox;
 pub mod outcome;
 pub mod parking;
-pub mod redrive;
+pub mod pattern;
 pub mod relay;
 pub mod retry;
 pub mod stats;
 pub mod transport;
+pub mod typed;
 
-pub use breaker::{BreakerConfig, CircuitBreaker};
-pub use consumer::{Consumer, ConsumerConfig};
-pub use decode::{DecodeError, EnvelopeDecoder};
+pub use consumer::{
+    BatchConfig, BatchConsumer, BreakerConfig, CircuitBreaker, Consumer, ConsumerConfig, Ordering,
+};
+pub use decode::{DecodeError, EnvelopeDecoder, ForeignFormat};
 pub use envelope::{Aggregate, Envelope, MessageId, TraceContext};
 pub use error::{Error, ErrorClass, ErrorKind, Result};
-pub use handler::{Handler, Incoming};
+pub use handler::{BatchHandler, Handler, Incoming};
+pub use inbox::InboxLookup;
+pub use inbox_feed::{FeedCounts, InboxFeed, run_feed};
 pub use message::{Headers, OutgoingMessage, Route};
 pub use outbox::{OutboxRecord, OutboxStore};
 pub use outcome::{Disposition, Handled, HandlerError, ParkReason, RetryPlan};
-pub use parking::{ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore, RedriveRun};
-pub use redrive::Redriver;
+pub use parking::{
+    AuditEntry, ParkedMessage, ParkedStatus, ParkedSummary, ParkingFilter, ParkingIngest,
+    ParkingQuery, ParkingStore, RedriveReport, RedriveRun, RedriveSkip, Redriver, RunControl,
+    RunState, SkippedMessage,
+};
 pub use relay::{OutboxRelay, RelayConfig};
 pub use retry::{RetryLadder, RetryPolicy};
-pub use transport::{Backlog, BacklogProbe, Delivery, Publisher, ReceivedMessage, Subscriber};
+pub use transport::{
+    Backlog, BacklogProbe, BoxDelivery, BoxSubscriber, Capabilities, DelayCapability, Delivery,
+    FanOutPublisher, KeyOrdering, PublishTarget, Publisher, ReceivedMessage, RedeliveryCounting,
+    Subscriber, Subscription, Transport,
+};
 
 // Re-exported so that stores and transports build the same types.
 pub use async_trait::async_trait;

@@ -1,10 +1,14 @@
-//! Metric names (R15). Recorded through the `metrics` facade; install any exporter
-//! (the CLI installs the Prometheus one).
+//! Every metric name postroom records, and nowhere else. Recorded through the `metrics`
+//! facade; install any exporter (the command line serves the Prometheus one).
 
 /// Counter: messages handled, labels `consumer`, `result` (applied, duplicate, business_outcome).
 pub const HANDLED: &str = "postroom_handled_total";
 /// Counter: handler errors, labels `consumer`, `class`.
 pub const HANDLER_ERRORS: &str = "postroom_handler_errors_total";
+/// Counter: handler panics (each counted as an unknown error), label `consumer`.
+pub const HANDLER_PANICS: &str = "postroom_handler_panics_total";
+/// Counter: copies parked because they reached the crash-loop bound, label `consumer`.
+pub const CRASH_LOOPS: &str = "postroom_crash_loops_total";
 /// Counter: retries scheduled, labels `consumer`, `stage`.
 pub const RETRIED: &str = "postroom_retries_total";
 /// Counter: messages parked, labels `consumer`, `code`.
@@ -31,6 +35,9 @@ pub const RELAY_PUBLISHED: &str = "postroom_relay_published_total";
 pub const RELAY_FAILED: &str = "postroom_relay_publish_failed_total";
 /// Histogram: publish-to-confirm latency in seconds, label `transport`.
 pub const CONFIRM_SECONDS: &str = "postroom_publish_confirm_seconds";
+/// Counter: publishes whose confirm did not come within the timeout (the message was handed
+/// back), label `transport`.
+pub const CONFIRM_TIMEOUTS: &str = "postroom_publish_confirm_timeouts_total";
 /// Counter: unroutable returns, label `transport`.
 pub const UNROUTABLE: &str = "postroom_unroutable_total";
 /// Counter: reconnects, label `transport`.
@@ -39,3 +46,33 @@ pub const RECONNECTS: &str = "postroom_reconnects_total";
 pub const CANCELLATIONS: &str = "postroom_consumer_cancellations_total";
 /// Gauge: unpublished outbox rows.
 pub const OUTBOX_PENDING: &str = "postroom_outbox_pending";
+/// Counter: inbox-queue rows whose retry was scheduled, label `consumer`.
+pub const INBOX_QUEUE_RETRIED: &str = "postroom_inbox_queue_retried_total";
+/// Counter: inbox-queue rows parked, labels `consumer`, `code`.
+pub const INBOX_QUEUE_PARKED: &str = "postroom_inbox_queue_parked_total";
+/// Counter: inbox-queue rows parked because a sequence gap never filled, label `consumer`.
+pub const INBOX_QUEUE_GAP_PARKED: &str = "postroom_inbox_queue_gap_parked_total";
+/// Counter: messages a fan-out publisher's target did not confirm (the row is published
+/// again to every target), label `target`.
+pub const FAN_OUT_UNCONFIRMED: &str = "postroom_fan_out_unconfirmed_total";
+/// Counter: deliveries an inbox feed stored as new, labels `consumer`, `feed`.
+pub const INBOX_FEED_STORED: &str = "postroom_inbox_feed_stored_total";
+/// Counter: deliveries an inbox feed found already stored (by this feed or another one) and
+/// acked without storing again, labels `consumer`, `feed`.
+pub const INBOX_FEED_DUPLICATES: &str = "postroom_inbox_feed_duplicates_total";
+/// Gauge: messages of an inbox feed's consumer on its broker not yet stored (ready, unacked
+/// and delayed), labels `consumer`, `feed`.
+pub const INBOX_FEED_LAG: &str = "postroom_inbox_feed_lag_messages";
+/// Counter: messages stored into the parking store by the parking ingest, label `consumer`.
+pub const PARKING_INGESTED: &str = "postroom_parking_ingested_total";
+/// Counter: deliveries whose ownership was lost before they settled (a lease or visibility
+/// timeout ran out, a partition was revoked): a duplicate will come, the inbox absorbs it.
+/// Labels `consumer`, `transport`.
+pub const OWNERSHIP_LOST: &str = "postroom_ownership_lost_total";
+/// Counter: batches whose transaction failed and were split to isolate the failure, label
+/// `consumer`.
+pub const BATCH_SPLITS: &str = "postroom_batch_splits_total";
+/// Histogram: time of one batch handler call in seconds, label `consumer`.
+pub const BATCH_SECONDS: &str = "postroom_batch_seconds";
+/// Histogram: messages per batch handler call, label `consumer`.
+pub const BATCH_SIZE: &str = "postroom_batch_size";

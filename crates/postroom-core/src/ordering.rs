@@ -51,7 +51,7 @@ impl VersionDecision {
                 missing_from,
                 missing_to,
             } => Some(HandlerError::transient(
-                "version_gap",
+                crate::outcome::codes::VERSION_GAP,
                 format!("{aggregate_key}: versions {missing_from}..={missing_to} not applied yet"),
             )),
             VersionDecision::Apply | VersionDecision::AlreadyApplied => None,

@@ -1,4 +1,4 @@
-//! The closed vocabulary of handler results (R7) and what the consumer does with them.
+//! The closed vocabulary of handler results and what the consumer does with them.
 
 use crate::error::{Error, ErrorClass};
 use std::time::Duration;
@@ -28,7 +28,28 @@ pub struct HandlerError {
     pub message: String,
 }
 
+/// Error codes postroom itself gives, stored with parked messages and used in metrics.
+pub mod codes {
+    /// An aggregate version arrived ahead of the one expected (the version guard).
+    pub const VERSION_GAP: &str = "version_gap";
+    /// A copy was delivered the crash-loop bound's number of times without being settled.
+    pub const CRASH_LOOP: &str = "crash_loop";
+    /// The handler panicked.
+    pub const HANDLER_PANIC: &str = "handler_panic";
+    /// The handler did not return within its timeout.
+    pub const HANDLER_TIMEOUT: &str = "handler_timeout";
+    /// The payload did not fit the type the handler expects.
+    pub const MALFORMED_DATA: &str = "malformed_data";
+}
+
 impl HandlerError {
+    /// Whether this error says a dependency is failing (what the circuit breaker counts):
+    /// transient errors other than a version gap.
+    #[must_use]
+    pub fn is_dependency_failure(&self) -> bool {
+        self.class == ErrorClass::Transient && self.code != codes::VERSION_GAP
+    }
+
     /// A transient error: retry after the next ladder delay.
     pub fn transient(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
@@ -51,6 +72,75 @@ impl HandlerError {
             class: ErrorClass::Unknown,
             code: code.into(),
             message: message.into(),
+        }
+    }
+}
+
+impl HandlerError {
+    /// The same error with another class (override the class a conversion chose).
+    #[must_use]
+    pub fn with_class(mut self, class: ErrorClass) -> Self {
+        self.class = class;
+        self
+    }
+
+    /// The same error with another code.
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = code.into();
+        self
+    }
+}
+
+/// A payload that does not decode is permanent: retrying cannot change it.
+impl From<serde_json::Error> for HandlerError {
+    fn from(e: serde_json::Error) -> Self {
+        HandlerError::permanent(codes::MALFORMED_DATA, e.to_string())
+    }
+}
+
+/// Database errors by their portable kind (with the `sqlx` feature): constraint violations
+/// and undecodable columns are permanent; deadlocks, serialization failures, a busy database,
+/// lost connections and pool timeouts are transient; anything else is unknown (a few bounded
+/// retries, then the parking lot). Override with [`HandlerError::with_class`].
+#[cfg(feature = "sqlx")]
+impl From<sqlx::Error> for HandlerError {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::error::ErrorKind as K;
+        let (class, code) = match &e {
+            sqlx::Error::Database(db) => {
+                let sqlstate = db.code().map(|c| c.to_string()).unwrap_or_default();
+                match db.kind() {
+                    K::UniqueViolation
+                    | K::ForeignKeyViolation
+                    | K::NotNullViolation
+                    | K::CheckViolation => (ErrorClass::Permanent, "constraint_violation"),
+                    _ if sqlstate == "40001" => (ErrorClass::Transient, "serialization_failure"),
+                    _ if sqlstate == "40P01" => (ErrorClass::Transient, "deadlock"),
+                    // SQLite busy / locked (primary codes 5 and 6).
+                    _ if matches!(sqlstate.parse::<i64>().map(|c| c & 0xff), Ok(5 | 6)) => {
+                        (ErrorClass::Transient, "busy")
+                    }
+                    _ if sqlstate.starts_with("08") || sqlstate.starts_with("57P") => {
+                        (ErrorClass::Transient, "connection")
+                    }
+                    _ => (ErrorClass::Unknown, "database_error"),
+                }
+            }
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => (ErrorClass::Transient, "connection"),
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                (ErrorClass::Permanent, "invalid_data")
+            }
+            _ => (ErrorClass::Unknown, "database_error"),
+        };
+        HandlerError {
+            class,
+            code: code.into(),
+            message: e.to_string(),
         }
     }
 }

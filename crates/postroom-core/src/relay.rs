@@ -106,6 +106,7 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
             }
         }
         if !ok.is_empty() {
+            crate::failpoint::hit(crate::failpoint::RELAY_BEFORE_MARK, &cfg.relay_id).await;
             self.store.mark_published(&cfg.relay_id, &ok).await?;
         }
         metrics::counter!(m::RELAY_PUBLISHED, "relay" => cfg.relay_id.clone())
@@ -195,6 +196,9 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                         }
                     }
                 }
+            }
+            if !to_mark.is_empty() {
+                crate::failpoint::hit(crate::failpoint::RELAY_BEFORE_MARK, &cfg.relay_id).await;
             }
             let next = match claimed {
                 Some(next) => next,

@@ -103,6 +103,19 @@ impl<T> SqlxResultExt<T> for Result<T, sqlx::Error> {
     }
 }
 
+/// A URL parse error described without the URL (it may hold a password).
+#[must_use]
+pub fn describe_url_error(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Configuration(inner) => {
+            let text = inner.to_string();
+            // sqlx's messages name the part that is wrong, not the URL; keep them short.
+            text.chars().take(200).collect()
+        }
+        _ => "unreadable connection URL".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
-//! The inbox (R5): `(consumer, message_id)` claimed in the same transaction as the business
-//! effect. A duplicate delivery claims nothing, so the handler commits nothing new and acks.
+//! The inbox: `(consumer, message_id)` claimed in the same transaction as the business
+//! effect, one id or a whole batch in one statement. A duplicate delivery claims nothing, so the handler commits nothing new and acks.
 //!
 //! Retention: [`purge`] deletes rows older than the replay window. The window must be longer
 //! than the longest time a copy of a message can still arrive: the relay's lease plus its
@@ -9,7 +9,7 @@
 
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
-use postroom_core::{MessageId, Result};
+use postroom_core::{InboxLookup, MessageId, Result, async_trait};
 use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
 
@@ -38,6 +38,40 @@ pub async fn claim(
         .await
         .pg()?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Claim the inbox rows of a batch inside the handler's transaction (pass `&mut *tx`), in one
+/// statement; returns the ids that were new (apply those), in the order given. Repeated ids in
+/// `ids` count once.
+pub async fn claim_many(
+    conn: &mut PgConnection,
+    prefix: &TablePrefix,
+    consumer: &str,
+    ids: &[MessageId],
+) -> Result<Vec<MessageId>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "INSERT INTO {p}inbox (consumer, message_id) SELECT $1, u FROM unnest($2::uuid[]) AS u
+         ON CONFLICT DO NOTHING RETURNING message_id",
+        p = prefix
+    );
+    let uuids: Vec<uuid::Uuid> = ids.iter().map(MessageId::as_uuid).collect();
+    let new: std::collections::HashSet<uuid::Uuid> = sqlx::query_scalar(&sql)
+        .bind(consumer)
+        .bind(&uuids)
+        .fetch_all(conn)
+        .await
+        .pg()?
+        .into_iter()
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    Ok(ids
+        .iter()
+        .filter(|id| new.contains(&id.as_uuid()) && seen.insert(**id))
+        .copied()
+        .collect())
 }
 
 /// Whether `consumer` already processed `message_id` (diagnostics; use [`claim`] for
@@ -73,4 +107,23 @@ pub async fn purge(pool: &PgPool, prefix: &TablePrefix, replay_window: Duration)
         .await
         .pg()?;
     Ok(done.rows_affected())
+}
+
+/// What redrive asks before it sends a parked message back: the inbox, and the rows the
+/// inbox-queue mode marked done (that mode's dedup record).
+#[async_trait]
+impl InboxLookup for crate::PgStore {
+    async fn contains(&self, consumer: &str, id: MessageId) -> Result<bool> {
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {p}inbox WHERE consumer = $1 AND message_id = $2)
+                 OR EXISTS (SELECT 1 FROM {p}inbox_queue WHERE consumer = $1 AND message_id = $2 AND status = 'done')",
+            p = self.prefix()
+        );
+        sqlx::query_scalar(&sql)
+            .bind(consumer)
+            .bind(id.as_uuid())
+            .fetch_one(self.pool())
+            .await
+            .pg()
+    }
 }

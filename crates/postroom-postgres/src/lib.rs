@@ -6,6 +6,16 @@
 //! redrive, and `PgQueue`, a queue transport in tables. Every table is named with a
 //! configurable prefix (default `postroom_`) and created by versioned migrations.
 //!
+//! Connections use TLS (rustls) as the URL's `sslmode` says, and verify the server's
+//! certificate whenever TLS is required: `?sslmode=verify-full&sslrootcert=/path/ca.pem`
+//! (`require` is verified too; a URL without `sslmode` to a host off this machine means
+//! `verify-full`). The whole policy is in [`tls`].
+//!
+//! Complete services on this store (producer, relay, consumer with the inbox, wired by the
+//! `postroom` crate's `Service`) are `examples/src/bin/postgres_rabbitmq.rs` and
+//! `examples/src/bin/postgres_nats.rs` in the repository: copy one and change the handler.
+//! The pieces, by hand:
+//!
 //! ```no_run
 //! # async fn demo() -> postroom_core::Result<()> {
 //! use postroom_core::{Envelope, OutgoingMessage};
@@ -34,15 +44,21 @@
 pub mod error;
 pub mod inbox;
 pub mod inbox_queue;
+pub mod last_error;
 pub mod migrate;
+pub mod options;
 pub mod outbox;
 pub mod parking;
+mod pipeline;
 pub mod queue;
 pub mod schema;
+pub mod tls;
 
 pub use error::{commit, kind_of, map as map_error};
 pub use inbox_queue::{InboxQueue, InboxQueueConfig, OrderedMode};
+pub use last_error::PgLastErrors;
 pub use migrate::migrate;
+pub use options::PgOptions;
 pub use outbox::PgOutbox;
 pub use parking::PgParking;
 pub use queue::{PgDelivery, PgQueue, PgSubscriber, QueueConfig};
@@ -52,7 +68,6 @@ use error::SqlxResultExt;
 use postroom_core::Result;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
-use std::time::Duration;
 
 /// A pool and a table prefix: the handle every part of this crate is built from.
 #[derive(Clone, Debug)]
@@ -62,18 +77,44 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Connect to `url` with the default prefix and a pool of 10 connections.
+    /// Connect to `url` with the default settings ([`PgOptions::default`]: prefix
+    /// `postroom_`, the server's default schema, a pool of 10 connections).
     pub async fn connect(url: &str) -> Result<Self> {
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await
-            .pg()?;
-        Ok(Self::from_pool(pool, TablePrefix::default()))
+        Self::connect_with(url, PgOptions::default()).await
     }
 
-    /// Use an existing pool and prefix.
+    /// Connect to `url` with `options`: the tables' schema (created when missing, and set as
+    /// the connections' `search_path`), the prefix, the pool's size and timeouts. TLS follows
+    /// the URL's `sslmode` with certificates verified whenever TLS is required (see [`tls`]:
+    /// `sslmode=require` is verified, `sslrootcert=` names the CA file).
+    pub async fn connect_with(url: &str, options: PgOptions) -> Result<Self> {
+        use sqlx::ConnectOptions as _;
+        options.validate()?;
+        let mut connect = tls::connect_options(url)?;
+        if let Some(schema) = &options.schema {
+            let mut conn = connect
+                .connect()
+                .await
+                .map_err(|e| tls::connect_error(e, &connect))?;
+            sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+                .execute(&mut conn)
+                .await
+                .pg()?;
+            let _ = sqlx::Connection::close(conn).await;
+            connect = connect.options([("search_path", schema.as_str())]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .min_connections(options.min_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect.clone())
+            .await
+            .map_err(|e| tls::connect_error(e, &connect))?;
+        Ok(Self::from_pool(pool, options.prefix))
+    }
+
+    /// Use an existing pool and prefix: any pool built with `sqlx::postgres::PgPoolOptions`
+    /// (set `search_path` in its connect options to keep the tables in a schema).
     #[must_use]
     pub fn from_pool(pool: PgPool, prefix: TablePrefix) -> Self {
         Self { pool, prefix }
@@ -111,6 +152,12 @@ impl PgStore {
     #[must_use]
     pub fn parking(&self) -> PgParking {
         PgParking::new(self.pool.clone(), self.prefix.clone())
+    }
+
+    /// The consumers' last errors.
+    #[must_use]
+    pub fn last_errors(&self) -> PgLastErrors {
+        PgLastErrors::new(self.pool.clone(), self.prefix.clone())
     }
 
     /// The queue transport.

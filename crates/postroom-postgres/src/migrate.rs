@@ -50,6 +50,26 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "outbox_fillfactor",
         sql: include_str!("../migrations/0006_outbox_fillfactor.sql"),
     },
+    Migration {
+        version: 7,
+        name: "outbox_notify_schema",
+        sql: include_str!("../migrations/0007_outbox_notify_schema.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "redrive_outcome",
+        sql: include_str!("../migrations/0008_redrive_outcome.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "console",
+        sql: include_str!("../migrations/0009_console.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "last_errors",
+        sql: include_str!("../migrations/0010_last_errors.sql"),
+    },
 ];
 
 /// The latest schema version this crate knows.
@@ -149,9 +169,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn versions_are_increasing_and_match_file_names() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i32 + 1);
+    fn versions_are_increasing_and_use_the_prefix() {
+        for pair in MIGRATIONS.windows(2) {
+            assert!(
+                pair[0].version < pair[1].version,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+        for m in MIGRATIONS {
             assert!(m.sql.contains("{prefix}"), "{} uses the prefix", m.name);
         }
     }

@@ -54,7 +54,8 @@ impl TablePrefix {
         sql.replace("{prefix}", &self.0)
     }
 
-    /// The NOTIFY channel that wakes relays when outbox rows are inserted.
+    /// The name part of the NOTIFY channel that wakes relays when outbox rows are inserted;
+    /// the channel is `<schema>.<prefix>outbox` (the schema the tables live in).
     #[must_use]
     pub fn outbox_channel(&self) -> String {
         self.table("outbox")

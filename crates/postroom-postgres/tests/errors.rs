@@ -1,13 +1,11 @@
 //! `sqlx::Error` → postroom `ErrorKind`, with real errors from a real server.
 
-mod support;
-
 use postroom_core::ErrorKind;
 use postroom_postgres::error::{map, map_commit};
+use postroom_testkit::servers::TestDb;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
-use support::TestDb;
 
 async fn setup() -> (TestDb, PgPool) {
     let db = TestDb::create().await;
@@ -35,7 +33,23 @@ async fn terminate(pool: &PgPool, pid: i32) {
         .await
         .unwrap();
     assert!(ok);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // pg_terminate_backend only signals: wait until the backend is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let alive: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        if alive == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend {pid} still alive 20 s after pg_terminate_backend"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -88,20 +102,25 @@ async fn serialization_failure_is_transient() {
 #[tokio::test]
 async fn deadlock_is_transient() {
     let (db, _pool) = setup().await;
-    let lock = |first: i32, second: i32, url: String| async move {
-        let mut c = PgConnection::connect(&url).await.unwrap();
-        let mut tx = c.begin().await.unwrap();
-        sqlx::query("UPDATE t SET v = v + 1 WHERE id = $1")
-            .bind(first)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let r = sqlx::query("UPDATE t SET v = v + 1 WHERE id = $1")
-            .bind(second)
-            .execute(&mut *tx)
-            .await;
-        r.map(|_| ())
+    // Both transactions hold their first row before either asks for the other's.
+    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let lock = |first: i32, second: i32, url: String| {
+        let both_hold = both_hold.clone();
+        async move {
+            let mut c = PgConnection::connect(&url).await.unwrap();
+            let mut tx = c.begin().await.unwrap();
+            sqlx::query("UPDATE t SET v = v + 1 WHERE id = $1")
+                .bind(first)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            both_hold.wait().await;
+            let r = sqlx::query("UPDATE t SET v = v + 1 WHERE id = $1")
+                .bind(second)
+                .execute(&mut *tx)
+                .await;
+            r.map(|_| ())
+        }
     };
     let (x, y) = tokio::join!(lock(1, 2, db.url.clone()), lock(2, 1, db.url.clone()));
     let e = x

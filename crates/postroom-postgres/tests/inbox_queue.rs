@@ -1,8 +1,6 @@
 //! Inbox-queue mode (R6): persist-then-ack ingest, N workers in parallel, retries with the
 //! error recorded, parking, and ordered processing across a gap.
 
-mod support;
-
 use postroom_core::consumer::ConsumerConfig;
 use postroom_core::{
     Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
@@ -12,10 +10,10 @@ use postroom_core::{
 use postroom_postgres::{
     InboxQueue, InboxQueueConfig, OrderedMode, PgStore, QueueConfig, TablePrefix,
 };
+use postroom_testkit::servers::TestDb;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::TestDb;
 use tokio::sync::watch;
 
 /// One handler call: id, aggregate id, version, attempt, when.
@@ -24,6 +22,10 @@ type Call = (MessageId, String, u64, u32, Instant);
 #[derive(Default)]
 struct Recorder {
     sleep: Duration,
+    /// Hold each call until this many handlers have run at once (or 30 s passed since the
+    /// first call), so the overlap does not depend on how fast the workers are fed.
+    hold_until: usize,
+    first_call: std::sync::OnceLock<Instant>,
     fail: AtomicBool,
     running: AtomicUsize,
     max_running: AtomicUsize,
@@ -43,6 +45,12 @@ impl Handler for Recorder {
             m.attempt,
             Instant::now(),
         ));
+        let first = *self.first_call.get_or_init(Instant::now);
+        while self.max_running.load(Ordering::SeqCst) < self.hold_until
+            && first.elapsed() < Duration::from_secs(30)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         tokio::time::sleep(self.sleep).await;
         self.running.fetch_sub(1, Ordering::SeqCst);
         if self.fail.load(Ordering::SeqCst) {
@@ -74,6 +82,16 @@ async fn setup(
     let db = TestDb::create().await;
     let store = PgStore::from_pool(db.pool(12).await, TablePrefix::default());
     store.migrate().await.unwrap();
+    let iq = InboxQueue::new(
+        store.pool().clone(),
+        store.prefix().clone(),
+        config(consumer, tweak),
+    )
+    .unwrap();
+    (db, store, iq)
+}
+
+fn config(consumer: &str, tweak: impl FnOnce(&mut InboxQueueConfig)) -> InboxQueueConfig {
     let mut cc = ConsumerConfig::new(
         consumer,
         EnvelopeDecoder::new().accept("order.created", 1..=1),
@@ -89,8 +107,7 @@ async fn setup(
     cfg.lease = Duration::from_secs(10);
     cfg.poll_interval = Duration::from_millis(20);
     tweak(&mut cfg);
-    let iq = InboxQueue::new(store.pool().clone(), store.prefix().clone(), cfg).unwrap();
-    (db, store, iq)
+    cfg
 }
 
 fn received(agg: &str, v: u64) -> ReceivedMessage {
@@ -98,13 +115,7 @@ fn received(agg: &str, v: u64) -> ReceivedMessage {
         .aggregate("order", agg, v)
         .build();
     let m = OutgoingMessage::from_envelope(&env, "orders");
-    ReceivedMessage {
-        id: Some(m.id),
-        routing_key: "orders".into(),
-        headers: m.headers,
-        body: m.body,
-        redelivered: false,
-    }
+    ReceivedMessage::new(Some(m.id), "orders", m.headers, m.body)
 }
 
 async fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
@@ -145,7 +156,8 @@ async fn workers_run_in_parallel_beyond_the_subscription() {
         tokio::spawn(async move { iq.ingest(sub, rx).await })
     };
     let h = Arc::new(Recorder {
-        sleep: Duration::from_millis(200),
+        sleep: Duration::from_millis(20),
+        hold_until: 8,
         ..Recorder::default()
     });
     let workers = {
@@ -165,9 +177,9 @@ async fn workers_run_in_parallel_beyond_the_subscription() {
     ingest.await.unwrap();
     workers.await.unwrap();
     let max = h.max_running.load(Ordering::SeqCst);
-    assert!(
-        max >= 6,
-        "handlers overlapped: at most {max} ran at once with 8 workers"
+    assert_eq!(
+        max, 8,
+        "all 8 workers handled at once (each call waited up to 30 s for the others); at most {max} did"
     );
     assert_eq!(h.count(), 40, "each message handled once");
     assert_eq!(iq.pending().await.unwrap(), 0);
@@ -287,17 +299,26 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
         tokio::spawn(async move { iq.run_workers(h, rx).await })
     };
     assert!(wait_for(Duration::from_secs(5), || h.count() >= 1).await);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let err: Option<String> =
-        sqlx::query_scalar("SELECT last_error FROM postroom_inbox_queue WHERE message_id = $1")
-            .bind(msg.id.unwrap().as_uuid())
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-    assert!(
-        err.unwrap_or_default().contains("dependency_down"),
-        "the failure is recorded with its error"
-    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let err: Option<String> =
+            sqlx::query_scalar("SELECT last_error FROM postroom_inbox_queue WHERE message_id = $1")
+                .bind(msg.id.unwrap().as_uuid())
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        if err
+            .as_deref()
+            .is_some_and(|e| e.contains("dependency_down"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the failure is recorded with its error within 20 s; last_error is {err:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let parking = store.parking();
     let f = ParkingFilter {
         consumer: Some("fail".into()),
@@ -320,10 +341,8 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
     assert!(calls[2].4 - calls[1].4 >= Duration::from_millis(300));
     // A redrive brings the same id back: the parked row is re-armed with a fresh budget.
     h.fail.store(false, Ordering::SeqCst);
-    let again = ReceivedMessage {
-        headers: postroom_core::redrive::redrive_message(&parked[0]).headers,
-        ..msg.clone()
-    };
+    let mut again = msg.clone();
+    again.headers = postroom_core::parking::redrive::redrive_message(&parked[0]).headers;
     assert!(iq.store(&again).await.unwrap());
     assert!(wait_for(Duration::from_secs(5), || h.count() == 4).await);
     let started = Instant::now();
@@ -337,4 +356,137 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
     let _ = stop.send(true);
     workers.await.unwrap();
     assert_eq!(h.calls.lock().unwrap()[3].3, 0, "fresh budget");
+}
+
+/// A parked row comes back only by a redrive (a copy whose `x-redrive-count` is higher than the
+/// parked one's), never by a duplicate delivery of the same copy: no automatic parking → work
+/// loop with a fresh budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_delivery_never_brings_a_parked_row_back_only_a_redrive_does() {
+    struct Rejects;
+    #[async_trait]
+    impl Handler for Rejects {
+        async fn handle(&self, _: &Incoming) -> Result<Handled, HandlerError> {
+            Err(HandlerError::permanent("rejected", "always rejected"))
+        }
+    }
+    let (_db, store, iq) = setup("dup", |_| {}).await;
+    let msg = received("d1", 1);
+    assert!(iq.store(&msg).await.unwrap(), "new");
+    let (stop, rx) = watch::channel(false);
+    let workers = {
+        let iq = iq.clone();
+        tokio::spawn(async move { iq.run_workers(Arc::new(Rejects), rx).await })
+    };
+    let parking = store.parking();
+    let id = msg.id.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while parking.get(id).await.unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "not parked within 20 s");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    stop.send(true).unwrap();
+    workers.await.unwrap();
+    let parked = parking.get(id).await.unwrap();
+    assert_eq!(parked.len(), 1, "parked once");
+
+    // The broker delivers the same copy again (a lost ack, a restart): it stays parked.
+    assert!(!iq.store(&msg).await.unwrap(), "a duplicate");
+    assert_eq!(
+        iq.pending().await.unwrap(),
+        0,
+        "the parked row did not come back"
+    );
+
+    // An operator redrives it: the redriven copy carries a higher x-redrive-count.
+    let copy = postroom_core::parking::redrive::redrive_message(&parked[0]);
+    let redriven = ReceivedMessage::new(Some(copy.id), "orders", copy.headers, copy.body);
+    assert!(
+        iq.store(&redriven).await.unwrap(),
+        "brought back by the redrive"
+    );
+    assert_eq!(iq.pending().await.unwrap(), 1);
+    // And a duplicate of the redriven copy, once parked again, does not bring it back either.
+    assert!(!iq.store(&redriven).await.unwrap(), "pending: a duplicate");
+}
+
+/// A worker that dies holding a row (its runtime goes away in the middle of the handler, as
+/// with a killed process) leaves the row leased; once the lease runs out another worker takes
+/// it and marks it done, and not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
+    struct Hangs(tokio::sync::mpsc::UnboundedSender<Instant>);
+    #[async_trait]
+    impl Handler for Hangs {
+        async fn handle(&self, _: &Incoming) -> Result<Handled, HandlerError> {
+            let _ = self.0.send(Instant::now());
+            std::future::pending().await
+        }
+    }
+    const LEASE: Duration = Duration::from_secs(3);
+    let tweak = |c: &mut InboxQueueConfig| {
+        c.workers = 1;
+        c.lease = LEASE;
+        c.consumer.handler_timeout = Duration::from_secs(2);
+    };
+    let (db, store, iq) = setup("lease", tweak).await;
+    let msg = received("w", 1);
+    assert!(iq.store(&msg).await.unwrap());
+
+    // The doomed worker: a runtime and a pool of its own.
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let (_doomed_stop, doomed_rx) = watch::channel(false);
+    let (url, prefix) = (db.url.clone(), store.prefix().clone());
+    let started = Instant::now();
+    doomed.spawn(async move {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await
+            .unwrap();
+        let iq = InboxQueue::new(pool, prefix, config("lease", tweak)).unwrap();
+        iq.run_workers(Arc::new(Hangs(entered_tx)), doomed_rx).await;
+    });
+    tokio::time::timeout(Duration::from_secs(30), entered.recv())
+        .await
+        .expect("the doomed worker claims the row within 30 s")
+        .expect("the doomed worker entered its handler");
+    doomed.shutdown_background();
+
+    let h = Arc::new(Recorder::default());
+    let (stop, rx) = watch::channel(false);
+    let survivor = {
+        let (iq, h) = (iq.clone(), h.clone());
+        tokio::spawn(async move { iq.run_workers(h, rx).await })
+    };
+    let deadline = Instant::now() + LEASE + Duration::from_secs(30);
+    while h.count() == 0 || iq.pending().await.unwrap() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the dead worker's row was not taken over and done within its lease + 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(true);
+    survivor.await.unwrap();
+    let calls = h.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "the survivor handled it once");
+    assert_eq!(calls[0].0, msg.id.unwrap());
+    assert!(
+        calls[0].4 - started >= LEASE,
+        "taken over {:?} after the doomed worker started, before its lease of {LEASE:?} ran out",
+        calls[0].4 - started
+    );
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM postroom_inbox_queue WHERE message_id = $1")
+            .bind(msg.id.unwrap().as_uuid())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(status, "done");
 }

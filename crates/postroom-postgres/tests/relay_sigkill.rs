@@ -1,33 +1,41 @@
 //! Two relay processes on one outbox, one killed with SIGKILL in the middle of a batch: every
 //! message is published, per-aggregate order holds, and the republished copies carry the same
-//! id, so the inbox absorbs them.
+//! id, so the real consumer loop's inbox absorbs them.
+//!
+//! The relays publish to the queue transport in PostgreSQL tables and log each confirmed
+//! publish (the order the broker saw). The consumer is the library's own loop on that queue,
+//! its handler claiming the inbox and applying the effect in one transaction.
 //!
 //! The relay processes are this test binary itself, re-run with `two_relays_one_killed_mid_batch` as the
 //! only test and the database URL in the environment.
 
-mod support;
-
+use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::{
-    Envelope, MessageId, OutboxRelay, OutgoingMessage, Publisher, RelayConfig, Result, async_trait,
+    BacklogProbe, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
+    OutboxRelay, OutgoingMessage, Publisher, RelayConfig, Result, Transport, async_trait,
     message::headers as h,
 };
-use postroom_postgres::{PgStore, TablePrefix, commit, inbox, map_error, outbox};
+use postroom_postgres::{
+    PgQueue, PgStore, QueueConfig, TablePrefix, commit, inbox, map_error, outbox,
+};
+use postroom_testkit::servers::TestDb;
 use sqlx::{PgPool, Row};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::TestDb;
 
 const AGGREGATES: usize = 12;
 const VERSIONS: u64 = 12;
 const WORKER_URL: &str = "POSTROOM_RELAY_WORKER_URL";
 const WORKER_ID: &str = "POSTROOM_RELAY_WORKER_ID";
 
-/// A broker stand-in: a publish is confirmed once its row in `broker_log` is committed.
+/// The queue transport's publisher, logging each confirmed publish to `broker_log` (after
+/// the queue's commit: a relay killed between the two leaves at most one copy unlogged).
 /// Each publish takes a few milliseconds, so a batch is long enough to be killed inside.
 struct LogPublisher {
     pool: PgPool,
+    queue: PgQueue,
     relay: String,
 }
 
@@ -35,6 +43,7 @@ struct LogPublisher {
 impl Publisher for LogPublisher {
     async fn publish(&self, m: &OutgoingMessage) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(15)).await;
+        self.queue.publish(m).await?;
         let env: Envelope = serde_json::from_slice(&m.body).expect("envelope body");
         sqlx::query("INSERT INTO broker_log (relay, message_id, aggregate_key, version) VALUES ($1, $2, $3, $4)")
             .bind(&self.relay)
@@ -61,6 +70,7 @@ fn relay_worker(url: String, relay_id: String) {
         let store = PgStore::from_pool(pool.clone(), TablePrefix::default());
         let publisher = Arc::new(LogPublisher {
             pool,
+            queue: store.queue(QueueConfig::default()).unwrap(),
             relay: relay_id.clone(),
         });
         let config = RelayConfig {
@@ -75,6 +85,31 @@ fn relay_worker(url: String, relay_id: String) {
         let (_never, rx) = tokio::sync::watch::channel(false);
         relay.run(rx).await;
     });
+}
+
+/// The consumer's handler: claim the inbox and apply the effect in one transaction; every
+/// delivery is counted.
+struct InboxEffect {
+    store: PgStore,
+    deliveries: Mutex<Vec<MessageId>>,
+}
+
+#[async_trait]
+impl Handler for InboxEffect {
+    async fn handle(&self, m: &Incoming) -> std::result::Result<Handled, HandlerError> {
+        self.deliveries.lock().unwrap().push(m.envelope.id);
+        let mut tx = self.store.begin().await?;
+        if !inbox::claim(&mut tx, self.store.prefix(), "inventory", m.envelope.id).await? {
+            return Ok(Handled::Duplicate);
+        }
+        sqlx::query("INSERT INTO effects (message_id) VALUES ($1)")
+            .bind(m.envelope.id.as_uuid())
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+        commit(tx).await?;
+        Ok(Handled::Applied)
+    }
 }
 
 fn spawn_relay(url: &str, id: &str) -> Child {
@@ -154,6 +189,23 @@ async fn two_relays_scenario() {
         commit(tx).await.unwrap();
     }
     let total = ids.len() as i64;
+
+    // The real consumer loop on the queue the relays publish to.
+    let queue = store.queue(QueueConfig::default().prefetch(8)).unwrap();
+    let sub = queue.subscribe("inventory", &["orders"]).await.unwrap();
+    let handler = Arc::new(InboxEffect {
+        store: store.clone(),
+        deliveries: Mutex::new(Vec::new()),
+    });
+    let mut cfg = ConsumerConfig::new(
+        "inventory",
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cfg.concurrency = 4;
+    let consumer = Consumer::for_transport(cfg, handler.clone(), &queue.capabilities()).unwrap();
+    let stats = consumer.stats();
+    let (stop_consumer, consumer_rx) = tokio::sync::watch::channel(false);
+    let consumer_task = tokio::spawn(async move { consumer.run(sub, consumer_rx).await });
 
     let mut doomed = spawn_relay(&db.url, "doomed");
     let mut survivor = spawn_relay(&db.url, "survivor");
@@ -241,27 +293,45 @@ async fn two_relays_scenario() {
         );
     }
 
-    // The inbox absorbs the copies.
-    let (mut applied, mut duplicates) = (0, 0);
-    for l in &log {
-        let mut tx = store.begin().await.unwrap();
-        if inbox::claim(&mut tx, store.prefix(), "inventory", MessageId::from(l.1))
-            .await
-            .unwrap()
-        {
-            sqlx::query("INSERT INTO effects (message_id) VALUES ($1)")
-                .bind(l.1)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            applied += 1;
-        } else {
-            duplicates += 1;
-        }
-        commit(tx).await.unwrap();
-    }
-    assert_eq!(applied, total);
-    assert_eq!(duplicates, log.len() as i64 - total);
+    // The consumer loop handles every copy: the inbox absorbs the republished ones.
+    wait_until(
+        Duration::from_secs(90),
+        "the consumer to handle every copy",
+        async || {
+            let b = BacklogProbe::backlog(&queue, "inventory").await.unwrap();
+            stats.snapshot().applied == total as u64 && b.ready + b.unacked + b.delayed == 0
+        },
+    )
+    .await;
+    stop_consumer.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), consumer_task)
+        .await
+        .expect("the consumer loop stops within 30 s")
+        .expect("the consumer loop ends without a panic");
+    let s = stats.snapshot();
+    let deliveries = handler.deliveries.lock().unwrap().clone();
+    assert_eq!(s.applied, total as u64, "each message applied once");
+    assert_eq!(
+        s.applied + s.duplicates,
+        deliveries.len() as u64,
+        "every delivery applied or absorbed"
+    );
+    assert!(
+        s.duplicates >= 1,
+        "the republished copies reached the consumer"
+    );
+    // Each logged publish is a copy in the queue; the killed relay may have left one more
+    // (published, killed before logging it).
+    assert!(
+        (log.len()..=log.len() + 1).contains(&deliveries.len()),
+        "{} deliveries for {} logged publishes",
+        deliveries.len(),
+        log.len()
+    );
+    let delivered: BTreeSet<MessageId> = deliveries.iter().copied().collect();
+    assert_eq!(delivered.len() as i64, total, "every message delivered");
+    assert_eq!(s.settle_failures, 0);
+    assert!(s.parked_by_code.is_empty(), "nothing parked: {s:?}");
     assert_eq!(
         scalar(&pool, "SELECT count(*) FROM effects").await,
         total,

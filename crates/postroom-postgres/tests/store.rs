@@ -2,17 +2,15 @@
 //! and wake-up, topic routing, queue config and backlog, and parking filters equal to
 //! `ParkingFilter::matches`.
 
-mod support;
-
+use postroom_core::pattern;
 use postroom_core::{
     BacklogProbe, Delivery, Envelope, ErrorClass, ErrorKind, MessageId, OutboxStore,
     OutgoingMessage, ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore, Publisher, Route,
     Subscriber,
 };
-use postroom_postgres::queue::pattern;
 use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, outbox};
+use postroom_testkit::servers::TestDb;
 use std::time::{Duration, Instant};
-use support::TestDb;
 
 async fn store(db: &TestDb, prefix: &str) -> PgStore {
     let s = PgStore::from_pool(db.pool(6).await, TablePrefix::new(prefix).unwrap());
@@ -612,9 +610,7 @@ async fn parking_filters_equal_the_reference_semantics() {
         .await
         .unwrap();
     for m in p.redrive_pending(&run.id, 10).await.unwrap() {
-        p.mark_redriven(&run.id, &m.consumer, m.message_id)
-            .await
-            .unwrap();
+        assert!(p.mark_redriven(&run.id, &m).await.unwrap());
     }
     let all = p
         .search(
@@ -689,4 +685,47 @@ async fn parking_filters_equal_the_reference_semantics() {
         10,
         "the ten parked before the eleventh oldest"
     );
+}
+
+/// The inbox's replay window: `inbox::purge` forgets only ids processed before the window, so
+/// a copy within it is still a duplicate and one after it is applied again.
+#[tokio::test]
+async fn inbox_purge_forgets_only_ids_older_than_the_window() {
+    use postroom_core::InboxLookup;
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    let claim = async |id: MessageId| {
+        let mut tx = s.begin().await.unwrap();
+        let new = postroom_postgres::inbox::claim(&mut tx, s.prefix(), "inv", id)
+            .await
+            .unwrap();
+        commit(tx).await.unwrap();
+        new
+    };
+    let (old, recent) = (MessageId::new(), MessageId::new());
+    assert!(claim(old).await);
+    assert!(claim(recent).await);
+    sqlx::query("UPDATE postroom_inbox SET processed_at = processed_at - interval '2 hours' WHERE message_id = $1")
+        .bind(old.as_uuid())
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let window = Duration::from_secs(3600);
+    let purged = postroom_postgres::inbox::purge(s.pool(), s.prefix(), window)
+        .await
+        .unwrap();
+    assert_eq!(purged, 1, "only the id older than the one-hour window");
+    assert!(
+        !s.contains("inv", old).await.unwrap(),
+        "the old id is forgotten"
+    );
+    assert!(
+        s.contains("inv", recent).await.unwrap(),
+        "the recent id is kept"
+    );
+    assert!(
+        !claim(recent).await,
+        "a copy within the window is a duplicate"
+    );
+    assert!(claim(old).await, "a copy after the window is new again");
 }

@@ -138,7 +138,8 @@ impl TopologyConfig {
         Ok(cfg)
     }
 
-    /// Check names and limits.
+    /// Check names and limits: what the broker can carry (names and routing keys of at most
+    /// 255 bytes, stage delays within a message TTL) and a topology of bounded size.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::new(ErrorKind::Config, m));
         if self.exchange.is_empty() {
@@ -147,6 +148,7 @@ impl TopologyConfig {
         if self.delivery_limit == 0 {
             return bad("delivery_limit must be at least 1".into());
         }
+        limits::check(self)?;
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.consumers {
             if c.name.is_empty()
@@ -196,6 +198,8 @@ impl TopologyConfig {
         crate::ConsumerNames::new(&self.prefix, consumer)
     }
 }
+
+mod limits;
 
 mod ladder_text {
     use postroom_core::RetryLadder;

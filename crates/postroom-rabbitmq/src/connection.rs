@@ -1,6 +1,10 @@
 //! The broker link (R16): one AMQP connection, re-made with a bounded, jittered backoff when
 //! it is lost (never a reconnect storm: callers asking in between get an error at once),
 //! topology re-declared after each reconnect, channels opened on demand.
+//!
+//! Publishing and consuming use links of their own ([`Broker::sibling`]): under a memory or
+//! disk alarm the broker blocks every connection that publishes, and a consumer sharing that
+//! connection could no longer ack.
 
 use crate::error::amqp;
 use crate::stats::LinkStats;
@@ -20,6 +24,13 @@ pub struct BrokerOptions {
     pub reconnect_max: Duration,
     /// Connection name shown in the management UI.
     pub connection_name: String,
+    /// Longest wait for a publisher confirm (a connection the broker blocked under an alarm
+    /// never confirms); the message is then handed back with a `Timeout` error.
+    pub confirm_timeout: Duration,
+    /// Publishes a publisher keeps unconfirmed at once: a batch larger than this sends the
+    /// next message as soon as the oldest one is confirmed, instead of waiting for the whole
+    /// batch (at least 1).
+    pub confirm_window: usize,
 }
 
 impl Default for BrokerOptions {
@@ -28,12 +39,15 @@ impl Default for BrokerOptions {
             reconnect_min: Duration::from_millis(500),
             reconnect_max: Duration::from_secs(30),
             connection_name: "postroom".into(),
+            confirm_timeout: Duration::from_secs(30),
+            confirm_window: 256,
         }
     }
 }
 
 struct LinkState {
     closed: bool,
+    connected_once: bool,
     conn: Option<Connection>,
     backoff: Backoff,
     not_before: Instant,
@@ -44,6 +58,10 @@ pub struct Broker {
     uri: String,
     options: BrokerOptions,
     state: tokio::sync::Mutex<LinkState>,
+    /// Channels handed out, closed one by one before the connection on a clean close.
+    channels: std::sync::Mutex<Vec<Channel>>,
+    closing: std::sync::atomic::AtomicBool,
+    closing_now: tokio::sync::Notify,
     stats: Arc<LinkStats>,
     topology: std::sync::Mutex<Option<DesiredTopology>>,
 }
@@ -71,13 +89,49 @@ impl Broker {
             options,
             state: tokio::sync::Mutex::new(LinkState {
                 closed: false,
+                connected_once: true,
                 conn: Some(conn),
                 backoff,
                 not_before: Instant::now(),
             }),
             stats: Arc::new(LinkStats::default()),
             topology: std::sync::Mutex::new(None),
+            channels: std::sync::Mutex::new(Vec::new()),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            closing_now: tokio::sync::Notify::new(),
         }))
+    }
+
+    /// Another link to the same broker with the same options, its connection named
+    /// `<name>.<role>`, connected on first use (the publishing link of a transport whose
+    /// consumers use this one).
+    #[must_use]
+    pub fn sibling(&self, role: &str) -> Arc<Self> {
+        let mut options = self.options.clone();
+        options.connection_name = format!("{}.{role}", options.connection_name);
+        let backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
+        Arc::new(Self {
+            uri: self.uri.clone(),
+            options,
+            state: tokio::sync::Mutex::new(LinkState {
+                closed: false,
+                connected_once: false,
+                conn: None,
+                backoff,
+                not_before: Instant::now(),
+            }),
+            stats: self.stats.clone(),
+            topology: std::sync::Mutex::new(None),
+            channels: std::sync::Mutex::new(Vec::new()),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            closing_now: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The options of this link.
+    #[must_use]
+    pub fn options(&self) -> &BrokerOptions {
+        &self.options
     }
 
     /// Counters of this link.
@@ -92,9 +146,45 @@ impl Broker {
         *self.topology.lock().expect("topology lock") = Some(topology);
     }
 
+    /// True once [`close`](Self::close) began.
+    #[must_use]
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Returns once [`close`](Self::close) began (at once if it has): what waits on the broker
+    /// (a publisher's confirms) stops waiting instead of running into its timeout.
+    pub async fn until_closing(&self) {
+        loop {
+            let notified = self.closing_now.notified();
+            if self.is_closing() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// A new channel. When the connection is lost it is re-made, at most once per backoff
     /// delay; a caller arriving before the delay is over gets a `Connection` error at once.
     pub async fn channel(&self) -> Result<Channel> {
+        let ch = self.open_channel().await?;
+        let mut channels = self.channels.lock().expect("channels lock");
+        channels.retain(|c| c.status().connected());
+        channels.push(ch.clone());
+        Ok(ch)
+    }
+
+    /// Stop tracking `channel` (its holder is gone): once its last handle is dropped the
+    /// client closes it, so a subscriber dropped without `close` gives its unsettled
+    /// deliveries back to the queue instead of keeping them on a channel nobody reads.
+    pub fn forget(&self, channel: &Channel) {
+        self.channels
+            .lock()
+            .expect("channels lock")
+            .retain(|c| c.id() != channel.id());
+    }
+
+    async fn open_channel(&self) -> Result<Channel> {
         let mut st = self.state.lock().await;
         if st.closed {
             return Err(Error::new(
@@ -125,20 +215,15 @@ impl Broker {
                 ),
             ));
         }
-        match open(&self.uri, &self.options).await {
-            Ok(conn) => {
-                self.stats.record_reconnect();
+        // One attempt per backoff delay, whatever part of it fails: the backoff restarts only
+        // once the connection, a channel and the re-declared topology all succeeded, so a
+        // declare the broker keeps refusing (PRECONDITION_FAILED) never turns into a storm.
+        match self.reconnect(st.connected_once).await {
+            Ok((conn, ch)) => {
                 st.backoff.reset();
-                let ch = conn
-                    .create_channel()
-                    .await
-                    .map_err(|e| amqp("opening a channel", e))?;
-                let topology = self.topology.lock().expect("topology lock").clone();
-                if let Some(t) = topology {
-                    crate::topology::amqp::declare(&ch, &t).await?;
-                }
+                st.connected_once = true;
                 st.conn = Some(conn);
-                tracing::info!("reconnected to the broker");
+                tracing::info!("connected to the broker");
                 Ok(ch)
             }
             Err(e) => {
@@ -150,9 +235,57 @@ impl Broker {
         }
     }
 
-    /// Close the connection (graceful shutdown: unacked deliveries go back to their queues).
+    /// Open a connection and a channel and declare the topology on it; the connection is
+    /// closed again when a later step fails.
+    async fn reconnect(&self, again: bool) -> Result<(Connection, Channel)> {
+        let conn = open(&self.uri, &self.options).await?;
+        if again {
+            self.stats.record_reconnect();
+        }
+        let ready = async {
+            let ch = conn
+                .create_channel()
+                .await
+                .map_err(|e| amqp("opening a channel", e))?;
+            let topology = self.topology.lock().expect("topology lock").clone();
+            if let Some(t) = topology {
+                crate::topology::amqp::declare(&ch, &t).await?;
+            }
+            Ok::<_, Error>(ch)
+        }
+        .await;
+        match ready {
+            Ok(ch) => Ok((conn, ch)),
+            Err(e) => {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    conn.close(200, "postroom: declare failed"),
+                )
+                .await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Close the link (graceful shutdown: unacked deliveries go back to their queues): no new
+    /// channel is opened from now on, waits on confirms end, every channel still open is
+    /// closed (the broker answers what it owes on it first), then the connection.
     pub async fn close(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.closing_now.notify_waiters();
         let mut st = self.state.lock().await;
+        st.closed = true;
+        let open: Vec<Channel> = std::mem::take(&mut *self.channels.lock().expect("channels lock"));
+        for ch in open.iter().filter(|c| c.status().connected()) {
+            if let Err(e) =
+                tokio::time::timeout(Duration::from_secs(5), ch.close(200, "postroom shutdown"))
+                    .await
+                    .unwrap_or(Ok(()))
+            {
+                tracing::debug!(error = %e, "closing a channel");
+            }
+        }
         if let Some(conn) = st.conn.take()
             && let Err(e) = conn.close(200, "postroom shutdown").await
         {
@@ -174,9 +307,8 @@ impl Broker {
 async fn open(uri: &str, options: &BrokerOptions) -> Result<Connection> {
     let props = ConnectionProperties::default()
         .with_connection_name(options.connection_name.clone().into());
-    Connection::connect(uri, props)
-        .await
-        .map_err(|e| amqp(format!("connecting to {}", redact(uri)), e))
+    // amqp:// or amqps:// (rustls, certificates verified, `cacertfile` names the CA).
+    crate::tls::connect(uri, props).await
 }
 
 /// The URI without its password, for logs.

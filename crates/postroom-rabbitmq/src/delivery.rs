@@ -7,11 +7,12 @@
 use crate::config::RetryStyle;
 use crate::error::amqp;
 use crate::naming::{ConsumerNames, PARKING_KEY};
-use crate::parking::record::to_headers;
 use crate::publisher::{ConfirmingPublisher, Outbound};
 use lapin::acker::Acker;
 use lapin::options::{BasicAckOptions, BasicRejectOptions};
-use postroom_core::consumer::retry_headers;
+use postroom_core::failpoint;
+use postroom_core::parking::codec::to_headers;
+use postroom_core::retry::retry_headers;
 use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, MessageId, ParkedMessage, ReceivedMessage, RetryPlan,
@@ -32,6 +33,42 @@ pub(crate) struct DeliveryContext {
     pub(crate) settled_ok: AtomicBool,
 }
 
+/// How long an ack or a reject may still take once the link began to close: the client
+/// leaves the answer to a frame sent on a closing channel unresolved, and a consumer's
+/// graceful shutdown waits for every delivery to settle.
+const CLOSING_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl DeliveryContext {
+    /// Run an ack or a reject, bounded: by the broker's confirm timeout, and by a short grace
+    /// once the link began to close. Unanswered, the delivery is handed back; its channel
+    /// goes away with the link, so the broker delivers it again.
+    async fn settle_act(
+        &self,
+        what: &str,
+        act: impl std::future::Future<Output = Result<(), lapin::Error>>,
+    ) -> Result<(), Error> {
+        let broker = self.publisher.broker().clone();
+        let limit = broker.options().confirm_timeout;
+        let closing = async {
+            broker.until_closing().await;
+            tokio::time::sleep(CLOSING_GRACE).await;
+        };
+        tokio::select! {
+            r = tokio::time::timeout(limit, act) => match r {
+                Ok(r) => r.map_err(|e| amqp(what, e)),
+                Err(_) => Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("{what}: no answer from the broker within {limit:?}"),
+                )),
+            },
+            () = closing => Err(Error::new(
+                ErrorKind::Closed,
+                format!("{what}: the broker link was closed (shutdown) first"),
+            )),
+        }
+    }
+}
+
 /// A delivery from a [`RabbitSubscriber`](crate::RabbitSubscriber).
 #[derive(Debug)]
 pub struct RabbitDelivery {
@@ -45,7 +82,7 @@ pub struct RabbitDelivery {
 
 impl RabbitDelivery {
     fn id(&self) -> MessageId {
-        self.message.id.unwrap_or_default()
+        self.message.stable_id()
     }
 
     fn fail(self, e: Error) -> Handback<Self> {
@@ -68,15 +105,16 @@ impl RabbitDelivery {
         if let Err(e) = self.check_alive() {
             return Err((e, self));
         }
-        match self.acker.ack(BasicAckOptions::default()).await {
+        let acked = self
+            .ctx
+            .settle_act("ack", self.acker.ack(BasicAckOptions::default()))
+            .await;
+        match acked {
             Ok(()) => {
                 self.ctx.settled_ok.store(true, Ordering::SeqCst);
                 Ok(())
             }
-            Err(e) => {
-                let err = amqp("ack", e);
-                Err(self.fail(err))
-            }
+            Err(e) => Err(self.fail(e)),
         }
     }
 }
@@ -112,28 +150,37 @@ impl Delivery for RabbitDelivery {
                     .await;
                 match sent {
                     // The copy is confirmed and routed: only now the original may go.
-                    Ok(()) => self.ack_inner().await,
+                    Ok(()) => {
+                        failpoint::hit(failpoint::RETRY_BEFORE_ACK, &self.ctx.names.consumer).await;
+                        self.ack_inner().await
+                    }
                     Err(e) => {
-                        tracing::error!(error = %e, stage = %key, "retry publish failed: original not acked, channel to be rebuilt");
+                        if e.kind() == ErrorKind::Closed {
+                            tracing::warn!(error = %e, stage = %key, "retry publish not made, the link was closed: original not acked");
+                        } else {
+                            tracing::error!(error = %e, stage = %key, "retry publish failed: original not acked, channel to be rebuilt");
+                        }
                         Err(self.fail(e))
                     }
                 }
             }
-            RetryStyle::RejectDlx => match self
-                .acker
-                .reject(BasicRejectOptions { requeue: false })
-                .await
-            {
-                // The work queue's policy dead-letters it (at least once) into the delay stage.
-                Ok(()) => {
-                    self.ctx.settled_ok.store(true, Ordering::SeqCst);
-                    Ok(())
+            RetryStyle::RejectDlx => {
+                let rejected = self
+                    .ctx
+                    .settle_act(
+                        "reject into the retry loop",
+                        self.acker.reject(BasicRejectOptions { requeue: false }),
+                    )
+                    .await;
+                match rejected {
+                    // The work queue's policy dead-letters it (at least once) into the delay stage.
+                    Ok(()) => {
+                        self.ctx.settled_ok.store(true, Ordering::SeqCst);
+                        Ok(())
+                    }
+                    Err(e) => Err(self.fail(e)),
                 }
-                Err(e) => {
-                    let err = amqp("reject into the retry loop", e);
-                    Err(self.fail(err))
-                }
-            },
+            }
         }
     }
 
@@ -154,9 +201,16 @@ impl Delivery for RabbitDelivery {
             })
             .await;
         match sent {
-            Ok(()) => self.ack_inner().await,
+            Ok(()) => {
+                failpoint::hit(failpoint::PARK_BEFORE_ACK, &self.ctx.names.consumer).await;
+                self.ack_inner().await
+            }
             Err(e) => {
-                tracing::error!(error = %e, "parking publish failed: the source queue keeps the message");
+                if e.kind() == ErrorKind::Closed {
+                    tracing::warn!(error = %e, "parking publish not made, the link was closed: the source queue keeps the message");
+                } else {
+                    tracing::error!(error = %e, "parking publish failed: the source queue keeps the message");
+                }
                 Err(self.fail(e))
             }
         }

@@ -6,11 +6,20 @@ use chrono::{DateTime, TimeZone, Utc};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use postroom_core::Headers;
 
-/// Headers as an AMQP table of long strings.
+/// Headers the broker owns: a copy that carried one would be read as the broker's own
+/// (a retry copy or a redriven message carrying the `x-delivery-count` of the delivery it
+/// was made from would look delivered that many times already, and a redriven crash loop
+/// would be parked again before its handler ran).
+pub const BROKER_OWNED: &[&str] = &["x-delivery-count"];
+
+/// Headers as an AMQP table of long strings, without the headers the broker owns.
 #[must_use]
 pub fn to_field_table(headers: &Headers) -> FieldTable {
     let mut t = FieldTable::default();
     for (k, v) in headers {
+        if BROKER_OWNED.contains(&k.as_str()) {
+            continue;
+        }
         t.insert(
             ShortString::from(k.as_str()),
             AMQPValue::LongString(LongString::from(v.as_bytes())),

@@ -37,7 +37,13 @@
 //! assert!(desired.policies.iter().any(|p| p.definition.get("message-ttl") == Some(&30000.into())));
 //! ```
 //!
-//! Against a broker (see `tests/` for complete, running versions):
+//! TLS: `amqps://…?cacertfile=/path/ca.pem` and `https://…?cacertfile=/path/ca.pem` for the
+//! management API; certificates are always verified (see [`tls`]).
+//!
+//! A complete service on PostgreSQL and RabbitMQ (producer, relay, consumer with the inbox),
+//! wired by the `postroom` crate's `Service`, is `examples/src/bin/postgres_rabbitmq.rs` in the
+//! repository; copy it and change the handler. By hand, against a broker (see `tests/` for
+//! complete, running versions):
 //!
 //! ```no_run
 //! # async fn demo() -> postroom_core::Result<()> {
@@ -66,12 +72,13 @@ pub mod error;
 pub mod headers;
 pub mod management;
 pub mod naming;
-pub mod parking;
 pub mod pipeline;
 pub mod publisher;
 pub mod stats;
 pub mod subscriber;
+pub mod tls;
 pub mod topology;
+pub mod transport;
 
 pub use backlog::RabbitBacklog;
 pub use config::{ConsumerTopology, QueueType, RetryStyle, TopologyConfig};
@@ -79,9 +86,9 @@ pub use connection::{Broker, BrokerOptions};
 pub use delivery::RabbitDelivery;
 pub use management::ManagementApi;
 pub use naming::ConsumerNames;
-pub use parking::{ParkingIngest, ingest_parking};
 pub use pipeline::{PipelineStage, Tap};
 pub use publisher::{ConfirmingPublisher, Outbound};
 pub use stats::LinkStats;
 pub use subscriber::{RabbitSubscriber, SubscriberOptions};
 pub use topology::{Change, Topology};
+pub use transport::RabbitTransport;

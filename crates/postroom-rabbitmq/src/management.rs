@@ -93,13 +93,40 @@ pub struct PolicyInfo {
 }
 
 /// The management API of one vhost.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ManagementApi {
     client: reqwest::Client,
     base: Url,
     user: String,
     password: String,
     vhost: String,
+}
+
+impl std::fmt::Debug for ManagementApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagementApi")
+            .field("base", &self.base.as_str())
+            .field("user", &self.user)
+            .field("vhost", &self.vhost)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HTTP client: a 15 s timeout, rustls with built-in roots plus the CA certificates in
+/// `ca_pem`.
+fn http_client(ca_pem: Option<&str>) -> Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(15));
+    if let Some(pem) = ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| {
+            Error::new(ErrorKind::Config, "reading the CA certificates").with_source(e)
+        })?;
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Config, "building the HTTP client").with_source(e))
 }
 
 /// Percent-encode one path segment (the vhost `/` becomes `%2F`).
@@ -117,14 +144,14 @@ pub fn encode_segment(s: &str) -> String {
 }
 
 impl ManagementApi {
-    /// A client for `url` (`http://user:password@host:15672`) and `vhost`.
+    /// A client for `url` (`http://user:password@host:15672`, or
+    /// `https://user:password@host:15671?cacertfile=/path/ca.pem` for a broker with TLS: the
+    /// server's certificate is verified against the system's roots plus that CA file) and
+    /// `vhost`. The error for a bad URL never repeats it.
     pub fn new(url: &str, vhost: &str) -> Result<Self> {
-        let mut base = Url::parse(url).map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!("management API URL {url:?}: {e}"),
-            )
-        })?;
+        let split = crate::tls::split_ca_file(url)
+            .map_err(|e| Error::new(ErrorKind::Config, format!("management API URL: {e}")))?;
+        let mut base = split.url;
         let user = if base.username().is_empty() {
             "guest".to_string()
         } else {
@@ -133,19 +160,25 @@ impl ManagementApi {
         let password = base.password().unwrap_or("guest").to_string();
         let _ = base.set_username("");
         let _ = base.set_password(None);
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(15))
-            .build()
-            .map_err(|e| {
-                Error::new(ErrorKind::Config, "building the HTTP client").with_source(e)
-            })?;
-        Ok(Self {
-            client,
+        let api = Self {
+            client: http_client(None)?,
             base,
             user,
             password,
             vhost: vhost.to_string(),
-        })
+        };
+        match split.ca_file {
+            Some(path) => api.with_ca_file(&path),
+            None => Ok(api),
+        }
+    }
+
+    /// Also trust the CA certificates (PEM) in `path` for the API's https certificate: the
+    /// same file as the broker URL's `cacertfile`.
+    pub fn with_ca_file(mut self, path: &std::path::Path) -> Result<Self> {
+        let pem = crate::tls::read_ca_file(path)?;
+        self.client = http_client(Some(&pem))?;
+        Ok(self)
     }
 
     /// The vhost.
@@ -173,6 +206,18 @@ impl ManagementApi {
             req = req.json(&b);
         }
         let resp = req.send().await.map_err(|e| {
+            if crate::tls::is_tls_failure(&e) {
+                return Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "TLS with the management API at {} failed: its certificate must be \
+                         signed by the CA in cacertfile or the system's roots and name the \
+                         host of the URL",
+                        self.base.host_str().unwrap_or("?")
+                    ),
+                )
+                .with_source(e);
+            }
             let kind = if e.is_timeout() {
                 ErrorKind::Timeout
             } else {

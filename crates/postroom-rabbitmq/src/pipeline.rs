@@ -149,17 +149,18 @@ impl Tap {
                 break;
             };
             let d = d.map_err(|e| amqp("reading the tap", e))?;
-            out.push(ReceivedMessage {
-                id: d
-                    .properties
-                    .message_id()
-                    .as_ref()
-                    .and_then(|s| s.as_str().parse().ok()),
-                routing_key: d.routing_key.as_str().to_string(),
-                headers: from_field_table(d.properties.headers().as_ref()),
-                body: d.data.clone(),
-                redelivered: d.redelivered,
-            });
+            out.push(
+                ReceivedMessage::new(
+                    d.properties
+                        .message_id()
+                        .as_ref()
+                        .and_then(|s| s.as_str().parse().ok()),
+                    d.routing_key.as_str(),
+                    from_field_table(d.properties.headers().as_ref()),
+                    d.data.clone(),
+                )
+                .redelivered(d.redelivered),
+            );
             d.acker
                 .ack(BasicAckOptions::default())
                 .await

@@ -1,24 +1,35 @@
 //! The confirming publisher (R3, R9): confirm mode, `mandatory`, persistent messages whose
 //! `message_id` is the postroom id. A publish succeeds only on a positive confirm with no
 //! basic.return: RabbitMQ confirms an unroutable message too, after returning it, so the
-//! return is what counts. Batches are pipelined on one channel, each message matched to its
-//! own outcome. The channel is used under a lock, never concurrently.
+//! return is what counts. A batch is sent through a sliding window of confirms in flight
+//! (`BrokerOptions::confirm_window`): the next message goes out as soon as the oldest is
+//! confirmed, and each message is matched to its own outcome. The channel is used under a
+//! lock, never concurrently; each subscriber of a transport settles through a publisher of
+//! its own, so a producer's large batch never holds up a consumer's retries.
+//!
+//! Single messages ([`ConfirmingPublisher::send`], what a delivery's retry or park uses) do
+//! not queue one confirm wait behind another: each joins a group, and one caller sends the
+//! whole group through the window and hands every message its own result. Messages that
+//! arrive while a group waits for its confirms go out together in the next one, so eight
+//! handlers retrying at once cost about two confirm round trips, not eight.
 
 use crate::error::{amqp, breaks_channel};
 use crate::headers::to_field_table;
 use crate::stats::{LinkStats, TRANSPORT};
 use crate::{Broker, ConsumerNames, TopologyConfig};
-use futures::future::join_all;
+use futures::FutureExt;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::publisher_confirm::Confirmation;
+use lapin::publisher_confirm::{Confirmation, PublisherConfirm};
 use lapin::{BasicProperties, Channel};
 use postroom_core::metrics as m;
 use postroom_core::{
     Error, ErrorKind, Headers, MessageId, OutgoingMessage, Publisher, Result, Route,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
+use tokio::sync::oneshot;
 
 /// One message to one exchange and routing key.
 #[derive(Clone, Copy, Debug)]
@@ -38,10 +49,38 @@ pub struct Outbound<'a> {
 /// A publisher that returns only after the broker confirmed, and treats a return as failure.
 pub struct ConfirmingPublisher {
     broker: Arc<Broker>,
+    confirm_timeout: std::time::Duration,
+    window: usize,
     exchange: String,
     prefix: String,
     channel: tokio::sync::Mutex<Option<Channel>>,
+    /// Single messages waiting for the next group.
+    waiting: std::sync::Mutex<Vec<Waiting>>,
+    /// Held by the caller sending a group, until its results are handed out.
+    group_sender: tokio::sync::Mutex<()>,
     stats: Arc<LinkStats>,
+}
+
+/// A single message waiting for a group to carry it, and where its result goes.
+struct Waiting {
+    exchange: String,
+    routing_key: String,
+    id: MessageId,
+    headers: Headers,
+    body: Vec<u8>,
+    result: oneshot::Sender<Result<()>>,
+}
+
+impl Waiting {
+    fn outbound(&self) -> Outbound<'_> {
+        Outbound {
+            exchange: &self.exchange,
+            routing_key: &self.routing_key,
+            id: self.id,
+            headers: &self.headers,
+            body: &self.body,
+        }
+    }
 }
 
 impl std::fmt::Debug for ConfirmingPublisher {
@@ -59,12 +98,21 @@ impl ConfirmingPublisher {
     pub fn new(broker: Arc<Broker>, config: &TopologyConfig) -> Self {
         let stats = broker.stats();
         Self {
+            confirm_timeout: broker.options().confirm_timeout,
+            window: broker.options().confirm_window,
             broker,
             exchange: config.exchange.clone(),
             prefix: config.prefix.clone(),
             channel: tokio::sync::Mutex::new(None),
+            waiting: std::sync::Mutex::new(Vec::new()),
+            group_sender: tokio::sync::Mutex::new(()),
             stats,
         }
+    }
+
+    /// The link this publisher sends on.
+    pub(crate) fn broker(&self) -> &Arc<Broker> {
+        &self.broker
     }
 
     /// Where a route goes: a topic to the work exchange with the topic as routing key; a
@@ -81,12 +129,56 @@ impl ConfirmingPublisher {
         }
     }
 
-    /// Publish one message and wait for its confirm.
+    /// Publish one message and wait for its confirm (and that it was not returned).
+    ///
+    /// The message joins the group waiting to be sent. The first caller to find no group in
+    /// flight sends the whole group through the window of confirms and hands each message
+    /// its own result; the others wait for theirs. A caller dropped while it sends its group
+    /// leaves the other messages of the group with an error (their callers keep the
+    /// originals), never with a success that was not confirmed.
     pub async fn send(&self, item: Outbound<'_>) -> Result<()> {
-        self.send_batch(&[item])
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result")))
+        check_short_strings(&item)?;
+        let (result, mut mine) = oneshot::channel();
+        self.waiting_list().push(Waiting {
+            exchange: item.exchange.to_string(),
+            routing_key: item.routing_key.to_string(),
+            id: item.id,
+            headers: item.headers.clone(),
+            body: item.body.to_vec(),
+            result,
+        });
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut mine => {
+                    return r.unwrap_or_else(|_| Err(Error::new(
+                        ErrorKind::Io,
+                        format!("the group carrying {} was abandoned before its confirm", item.id),
+                    )));
+                }
+                turn = self.group_sender.lock() => {
+                    let group = std::mem::take(&mut *self.waiting_list());
+                    if group.is_empty() {
+                        // Another caller sent this message's group: its result is on the way.
+                        continue;
+                    }
+                    let items: Vec<Outbound<'_>> = group.iter().map(Waiting::outbound).collect();
+                    let results = self.send_checked(&items).await;
+                    drop(items);
+                    for (w, r) in group.into_iter().zip(results) {
+                        let _ = w.result.send(r);
+                    }
+                    drop(turn);
+                }
+            }
+        }
+    }
+
+    fn waiting_list(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+        // A panic while the list was held cannot leave it half-changed (push and take only).
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn ensure_channel(&self, slot: &mut Option<Channel>) -> Result<Channel> {
@@ -101,8 +193,95 @@ impl ConfirmingPublisher {
         Ok(ch)
     }
 
-    /// Publish many with all of them in flight at once; one result per message, in order.
+    /// Publish many through the sliding window of confirms; one result per message, in order.
+    /// A message AMQP cannot carry (a name over 255 bytes) fails alone, before anything is sent.
     pub async fn send_batch(&self, items: &[Outbound<'_>]) -> Vec<Result<()>> {
+        let mut results: Vec<Option<Result<()>>> = items
+            .iter()
+            .map(|it| check_short_strings(it).err().map(Err))
+            .collect();
+        let valid: Vec<Outbound<'_>> = items
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_none())
+            .map(|(it, _)| *it)
+            .collect();
+        let mut sent = if valid.is_empty() {
+            Vec::new()
+        } else {
+            self.send_checked(&valid).await
+        }
+        .into_iter();
+        for r in &mut results {
+            if r.is_none() {
+                *r = sent.next();
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result"))))
+            .collect()
+    }
+
+    /// Publish and wait for the confirms, at most the confirm timeout: a connection the
+    /// broker blocked (memory or disk alarm) takes the channel lock, the channel and the
+    /// confirms with it, and every message comes back with a `Timeout` error, so a retry or a
+    /// park hands its delivery back instead of hanging with the lock held.
+    async fn send_checked(&self, items: &[Outbound<'_>]) -> Vec<Result<()>> {
+        let confirmed = tokio::select! {
+            r = tokio::time::timeout(self.confirm_timeout, self.send_confirmed(items)) => r,
+            // A clean close of the link: what is unconfirmed now is handed back at once (the
+            // caller keeps the message), not after the confirm timeout.
+            () = self.broker.until_closing() => {
+                return items
+                    .iter()
+                    .map(|it| {
+                        Err(Error::new(
+                            ErrorKind::Closed,
+                            format!("the broker link was closed (shutdown) before {} was confirmed", it.id),
+                        ))
+                    })
+                    .collect();
+            }
+        };
+        match confirmed {
+            Ok(results) => results,
+            Err(_) => {
+                metrics::counter!(m::CONFIRM_TIMEOUTS, "transport" => TRANSPORT).increment(1);
+                // The channel may still owe confirms: never reuse it.
+                if let Ok(mut slot) = self.channel.try_lock()
+                    && let Some(ch) = slot.take()
+                {
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(
+                            std::time::Duration::from_secs(5),
+                            ch.close(200, "postroom: confirm timed out"),
+                        )
+                        .await;
+                    });
+                }
+                tracing::warn!(
+                    timeout_ms = self.confirm_timeout.as_millis() as u64,
+                    messages = items.len(),
+                    "no publisher confirm in time (is the broker blocking publishers under an alarm?)"
+                );
+                items
+                    .iter()
+                    .map(|it| {
+                        Err(Error::new(
+                            ErrorKind::Timeout,
+                            format!(
+                                "no confirm for {} to {:?} / {:?} within {:?}",
+                                it.id, it.exchange, it.routing_key, self.confirm_timeout
+                            ),
+                        ))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    async fn send_confirmed(&self, items: &[Outbound<'_>]) -> Vec<Result<()>> {
         let mut slot = self.channel.lock().await;
         let ch = match self.ensure_channel(&mut slot).await {
             Ok(ch) => ch,
@@ -114,85 +293,205 @@ impl ConfirmingPublisher {
             }
         };
         let started = Instant::now();
-        let mut in_flight = Vec::with_capacity(items.len());
-        for it in items {
-            let props = BasicProperties::default()
-                .with_message_id(it.id.to_string().into())
-                .with_delivery_mode(2)
-                .with_content_type("application/json".into())
-                .with_headers(to_field_table(it.headers));
-            let opts = BasicPublishOptions {
-                mandatory: true,
-                immediate: false,
-            };
-            in_flight.push(
-                ch.basic_publish(it.exchange, it.routing_key, opts, it.body, props)
-                    .await,
-            );
-        }
-        let outcomes = join_all(in_flight.into_iter().map(|p| async move {
-            match p {
-                Ok(confirm) => confirm.await,
-                Err(e) => Err(e),
+        let window = self.window.max(1);
+        let mut results: Vec<Option<Result<()>>> = (0..items.len()).map(|_| None).collect();
+        let mut returned: HashMap<String, String> = HashMap::new();
+        let mut queue: VecDeque<InFlight> = VecDeque::with_capacity(window.min(items.len()));
+        let mut next = 0;
+        let mut filled_once = false;
+        let mut broken = false;
+        // A sliding window: publish until `window` are unconfirmed, then send the next one
+        // each time the oldest is confirmed.
+        loop {
+            while next < items.len() && queue.len() < window {
+                if filled_once && queue.len() + 1 == window {
+                    self.stats.record_window_slide();
+                }
+                queue.push_back(self.publish_one(&ch, next, &items[next]).await);
+                self.stats.record_in_flight(queue.len());
+                next += 1;
             }
-        }))
-        .await;
+            filled_once |= queue.len() >= window;
+            let Some(front) = queue.front_mut() else {
+                break;
+            };
+            if front.outcome.is_none() {
+                let outcome = front.wait().await;
+                front.set(outcome, &mut returned);
+            }
+            // A basic.return rides on whichever confirm lapin resolves next, not necessarily
+            // its own message's, and that confirm is resolved no later than the message's
+            // own: collect every confirm resolved by now, so that no message is taken as
+            // confirmed while its return sits on a later one.
+            for later in queue.iter_mut().skip(1) {
+                later.poll_now(&mut returned);
+            }
+            let done = queue.pop_front().expect("front present");
+            let result = self.result_of(&items[done.index], done.outcome, &returned);
+            broken |= matches!(&result, Err(e) if breaks_channel(e.kind()));
+            results[done.index] = Some(result);
+        }
         metrics::histogram!(m::CONFIRM_SECONDS, "transport" => TRANSPORT)
             .record(started.elapsed().as_secs_f64());
-
-        // Returns ride on whichever confirm lapin resolved next, not necessarily their own:
-        // match them to messages by message id.
-        let mut returned: HashMap<String, String> = HashMap::new();
-        for o in &outcomes {
-            if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = o {
-                let id = r
-                    .delivery
-                    .properties
-                    .message_id()
-                    .as_ref()
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_default();
-                returned.insert(id, format!("{} {}", r.reply_code, r.reply_text));
-            }
-        }
-        let mut broken = false;
-        let results: Vec<Result<()>> = items
-            .iter()
-            .zip(outcomes)
-            .map(|(it, o)| {
-                let id = it.id.to_string();
-                let returned_as = returned.get(&id);
-                match o {
-                    Err(e) => {
-                        let err = amqp(format!("publishing {id} to {:?} / {:?}", it.exchange, it.routing_key), e);
-                        broken |= breaks_channel(err.kind());
-                        Err(err)
-                    }
-                    Ok(Confirmation::Nack(_)) => {
-                        self.stats.record_nack();
-                        Err(Error::new(ErrorKind::Nacked, format!("broker nacked {id} to {:?} / {:?}", it.exchange, it.routing_key)))
-                    }
-                    Ok(Confirmation::Ack(_)) if returned_as.is_some() => {
-                        self.stats.record_unroutable();
-                        Err(Error::new(
-                            ErrorKind::Unroutable,
-                            format!(
-                                "{id} returned by the broker ({}): no queue bound to {:?} with key {:?}",
-                                returned_as.map_or("", String::as_str),
-                                it.exchange,
-                                it.routing_key
-                            ),
-                        ))
-                    }
-                    Ok(Confirmation::Ack(_)) => Ok(()),
-                    Ok(Confirmation::NotRequested) => Err(Error::new(ErrorKind::Config, "the channel is not in confirm mode")),
-                }
-            })
-            .collect();
         if broken {
             *slot = None;
         }
         results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result"))))
+            .collect()
+    }
+
+    async fn publish_one(&self, ch: &Channel, index: usize, it: &Outbound<'_>) -> InFlight {
+        let props = BasicProperties::default()
+            .with_message_id(it.id.to_string().into())
+            .with_delivery_mode(2)
+            .with_content_type("application/json".into())
+            .with_headers(to_field_table(it.headers));
+        let opts = BasicPublishOptions {
+            mandatory: true,
+            immediate: false,
+        };
+        match ch
+            .basic_publish(it.exchange, it.routing_key, opts, it.body, props)
+            .await
+        {
+            Ok(confirm) => InFlight {
+                index,
+                confirm: Some(Box::pin(confirm)),
+                outcome: None,
+            },
+            Err(e) => InFlight {
+                index,
+                confirm: None,
+                outcome: Some(Err(e)),
+            },
+        }
+    }
+
+    fn result_of(
+        &self,
+        it: &Outbound<'_>,
+        outcome: Option<std::result::Result<Confirmation, lapin::Error>>,
+        returned: &HashMap<String, String>,
+    ) -> Result<()> {
+        let id = it.id.to_string();
+        let returned_as = returned.get(&id);
+        match outcome {
+            None => Err(Error::new(ErrorKind::Io, "no confirm outcome")),
+            Some(Err(e)) => Err(amqp(
+                format!(
+                    "publishing {id} to {:?} / {:?}",
+                    it.exchange, it.routing_key
+                ),
+                e,
+            )),
+            Some(Ok(Confirmation::Nack(_))) => {
+                self.stats.record_nack();
+                Err(Error::new(
+                    ErrorKind::Nacked,
+                    format!(
+                        "broker nacked {id} to {:?} / {:?}",
+                        it.exchange, it.routing_key
+                    ),
+                ))
+            }
+            Some(Ok(Confirmation::Ack(_))) if returned_as.is_some() => {
+                self.stats.record_unroutable();
+                Err(Error::new(
+                    ErrorKind::Unroutable,
+                    format!(
+                        "{id} returned by the broker ({}): no queue bound to {:?} with key {:?}",
+                        returned_as.map_or("", String::as_str),
+                        it.exchange,
+                        it.routing_key
+                    ),
+                ))
+            }
+            Some(Ok(Confirmation::Ack(_))) => Ok(()),
+            Some(Ok(Confirmation::NotRequested)) => Err(Error::new(
+                ErrorKind::Config,
+                "the channel is not in confirm mode",
+            )),
+        }
+    }
+}
+
+/// One publish waiting for its confirm.
+struct InFlight {
+    index: usize,
+    confirm: Option<Pin<Box<PublisherConfirm>>>,
+    outcome: Option<std::result::Result<Confirmation, lapin::Error>>,
+}
+
+impl InFlight {
+    async fn wait(&mut self) -> std::result::Result<Confirmation, lapin::Error> {
+        match self.confirm.take() {
+            Some(confirm) => confirm.await,
+            None => Err(lapin::Error::InvalidChannelState(
+                lapin::ChannelState::Error,
+            )),
+        }
+    }
+
+    /// Take the outcome if the broker has confirmed already (never waits).
+    fn poll_now(&mut self, returned: &mut HashMap<String, String>) {
+        if self.outcome.is_some() {
+            return;
+        }
+        if let Some(confirm) = self.confirm.as_mut()
+            && let Some(outcome) = confirm.as_mut().now_or_never()
+        {
+            self.confirm = None;
+            self.set(outcome, returned);
+        }
+    }
+
+    fn set(
+        &mut self,
+        outcome: std::result::Result<Confirmation, lapin::Error>,
+        returned: &mut HashMap<String, String>,
+    ) {
+        if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = &outcome {
+            let id = r
+                .delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default();
+            returned.insert(id, format!("{} {}", r.reply_code, r.reply_text));
+        }
+        self.outcome = Some(outcome);
+    }
+}
+
+/// The longest AMQP short string: exchange names, routing keys and header names.
+pub const MAX_SHORT_STRING: usize = 255;
+
+/// Refuse a message whose exchange, routing key or a header name does not fit an AMQP short
+/// string; sent anyway, it would be cut or break the connection for every other message.
+fn check_short_strings(it: &Outbound<'_>) -> Result<()> {
+    let too_long = |what: &str, value: &str| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "{what} of message {} is {} bytes; AMQP allows at most {MAX_SHORT_STRING}: {}",
+                it.id,
+                value.len(),
+                postroom_core::message::truncate(value, 40)
+            ),
+        )
+    };
+    if it.exchange.len() > MAX_SHORT_STRING {
+        return Err(too_long("the exchange name", it.exchange));
+    }
+    if it.routing_key.len() > MAX_SHORT_STRING {
+        return Err(too_long("the routing key", it.routing_key));
+    }
+    match it.headers.keys().find(|k| k.len() > MAX_SHORT_STRING) {
+        Some(k) => Err(too_long("a header name", k)),
+        None => Ok(()),
     }
 }
 

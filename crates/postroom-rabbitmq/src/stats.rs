@@ -15,6 +15,8 @@ pub struct LinkStats {
     cancellations: AtomicU64,
     unroutable: AtomicU64,
     nacked: AtomicU64,
+    max_in_flight: AtomicU64,
+    window_slides: AtomicU64,
 }
 
 impl LinkStats {
@@ -43,6 +45,30 @@ impl LinkStats {
     /// A publish was nacked.
     pub fn record_nack(&self) {
         self.nacked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A publish was sent with `in_flight` confirms of the same publisher outstanding
+    /// (itself included).
+    pub fn record_in_flight(&self, in_flight: usize) {
+        self.max_in_flight
+            .fetch_max(in_flight as u64, Ordering::Relaxed);
+    }
+    /// A publish was sent the moment the oldest confirm of a full window arrived, with the
+    /// rest of the window still outstanding (the window slid instead of draining).
+    pub fn record_window_slide(&self) {
+        self.window_slides.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The most confirms one publisher had outstanding at once.
+    #[must_use]
+    pub fn max_in_flight(&self) -> u64 {
+        self.max_in_flight.load(Ordering::Relaxed)
+    }
+    /// Publishes sent into a window freed by one confirm while the rest of it was still
+    /// outstanding: a batch of `n` through a window of `w` slides `n - w` times.
+    #[must_use]
+    pub fn window_slides(&self) -> u64 {
+        self.window_slides.load(Ordering::Relaxed)
     }
 
     /// Connection reconnects so far.

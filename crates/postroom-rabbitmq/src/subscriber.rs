@@ -16,6 +16,7 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
 use postroom_core::backoff::Backoff;
 use postroom_core::message::headers as h;
+use postroom_core::parking::codec as park;
 use postroom_core::{Error, ErrorKind, MessageId, ReceivedMessage, Result, Subscriber};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +34,10 @@ pub struct SubscriberOptions {
     pub rebuild_min: Duration,
     /// Longest delay between channel rebuilds.
     pub rebuild_max: Duration,
+    /// The queue is a dead-letter place (a parking queue): what the broker recorded in
+    /// `x-death` about copies it dead-lettered by itself is described in postroom's
+    /// `x-dead-letter-*` headers for the parking ingest.
+    pub dead_letters: bool,
 }
 
 impl SubscriberOptions {
@@ -44,6 +49,7 @@ impl SubscriberOptions {
             queue: None,
             rebuild_min: Duration::from_millis(500),
             rebuild_max: Duration::from_secs(30),
+            dead_letters: false,
         }
     }
 }
@@ -65,6 +71,18 @@ pub struct RabbitSubscriber {
     stats: Arc<LinkStats>,
 }
 
+/// A subscriber dropped without [`close`](Subscriber::close) (a task aborted, a process
+/// tearing down): its channel is no longer kept open by the broker's list, so the client closes
+/// it with the last handle and the broker requeues what it had delivered.
+impl Drop for RabbitSubscriber {
+    fn drop(&mut self) {
+        if let Some(link) = self.link.take() {
+            link.alive.store(false, Ordering::SeqCst);
+            self.broker.forget(&link.channel);
+        }
+    }
+}
+
 impl std::fmt::Debug for RabbitSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RabbitSubscriber")
@@ -75,7 +93,7 @@ impl std::fmt::Debug for RabbitSubscriber {
 
 impl RabbitSubscriber {
     /// A subscriber for `consumer` of `config`, settling through `publisher`. The channel is
-    /// opened on the first [`next`](Subscriber::next).
+    /// opened by [`attach`](Self::attach), or else on the first [`next`](Subscriber::next).
     pub fn new(
         broker: Arc<Broker>,
         publisher: Arc<ConfirmingPublisher>,
@@ -120,6 +138,25 @@ impl RabbitSubscriber {
         &self.queue
     }
 
+    /// Open the consumer channel now instead of on the first [`next`](Subscriber::next):
+    /// once this returns, the broker knows the consumer (it shows in the queue's consumer
+    /// count and deliveries flow up to the prefetch), so a program can tell it is ready.
+    /// Does nothing when the channel is open already.
+    pub async fn attach(&mut self) -> Result<()> {
+        if self.link.is_none() {
+            self.open().await?;
+        }
+        Ok(())
+    }
+
+    /// True while the consumer channel is open.
+    #[must_use]
+    pub fn is_attached(&self) -> bool {
+        self.link
+            .as_ref()
+            .is_some_and(|l| l.channel.status().connected())
+    }
+
     async fn drop_link(&mut self) {
         if let Some(link) = self.link.take() {
             link.alive.store(false, Ordering::SeqCst);
@@ -162,12 +199,6 @@ impl RabbitSubscriber {
         Ok(())
     }
 
-    /// Close the channel now: unacked deliveries go back to the queue (graceful shutdown
-    /// after in-flight work settled).
-    pub async fn close(mut self) {
-        self.drop_link().await;
-    }
-
     fn received(&self, d: &lapin::message::Delivery) -> ReceivedMessage {
         let mut headers = from_field_table(d.properties.headers().as_ref());
         if self.ctx.style == RetryStyle::RejectDlx {
@@ -187,23 +218,45 @@ impl RabbitSubscriber {
                     .or_insert_with(|| first.to_rfc3339());
             }
         }
-        ReceivedMessage {
-            id: d
-                .properties
+        if self.options.dead_letters && !headers.contains_key(h::PARKED_BY) {
+            // Dead-lettered by the broker itself (a delivery limit, a rejection): describe it
+            // from the most recent x-death entry other than a retry stage's expiry.
+            let deaths = x_deaths(d.properties.headers().as_ref());
+            if let Some(x) = deaths.iter().find(|x| x.reason != "expired") {
+                headers.insert(park::DEAD_LETTER_REASON.into(), x.reason.clone());
+                headers.insert(park::DEAD_LETTERED_FROM.into(), x.queue.clone());
+                headers.insert(park::DEAD_LETTER_COUNT.into(), x.count.to_string());
+                if let Some(t) = x.time {
+                    headers.insert(park::DEAD_LETTERED_AT.into(), t.to_rfc3339());
+                }
+            }
+        }
+        // A quorum queue counts earlier deliveries of this copy in `x-delivery-count`.
+        let earlier: u32 = headers
+            .get("x-delivery-count")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        ReceivedMessage::new(
+            d.properties
                 .message_id()
                 .as_ref()
                 .and_then(|s| s.as_str().parse::<MessageId>().ok()),
-            routing_key: d.routing_key.as_str().to_string(),
+            d.routing_key.as_str(),
             headers,
-            body: d.data.clone(),
-            redelivered: d.redelivered,
-        }
+            d.data.clone(),
+        )
+        .redelivered(d.redelivered)
+        .deliveries(earlier.saturating_add(1))
     }
 }
 
 #[async_trait::async_trait]
 impl Subscriber for RabbitSubscriber {
     type Delivery = RabbitDelivery;
+
+    async fn close(&mut self) {
+        self.drop_link().await;
+    }
 
     async fn next(&mut self, max_wait: Duration) -> Result<Option<RabbitDelivery>> {
         if self.ctx.rebuild.swap(false, Ordering::SeqCst) && self.link.is_some() {

@@ -9,7 +9,7 @@ use postroom_core::{
     BacklogProbe, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore, Publisher,
     Route, Subscriber,
 };
-use postroom_rabbitmq::{RabbitBacklog, RetryStyle, ingest_parking};
+use postroom_rabbitmq::{RabbitBacklog, RetryStyle};
 use std::time::{Duration, Instant};
 
 async fn parked(
@@ -17,15 +17,9 @@ async fn parked(
     consumer: &str,
     store: &std::sync::Arc<postroom_sqlite::SqliteStore>,
 ) -> Vec<postroom_core::ParkedMessage> {
-    let names = t.cfg().names(consumer);
-    ingest_parking(
-        t.broker.clone(),
-        names,
-        store.clone(),
-        Duration::from_millis(300),
-    )
-    .await
-    .expect("ingest");
+    t.ingest(consumer, store.clone(), Duration::from_millis(300))
+        .await
+        .expect("ingest");
     store
         .search(
             &ParkingFilter {
@@ -62,32 +56,44 @@ async fn retry_binding_deleted_keeps_the_original_without_a_reconnect_storm() {
         .await
         .unwrap();
 
-    let window = Duration::from_secs(8);
-    tokio::time::sleep(window).await;
+    // Five deliveries of the original: four rebuild pauses. The subscriber's rebuild backoff
+    // starts at 0.5 s and doubles, jittered in [d/2, d]: the k-th pause is at least
+    // 0.25 s x 2^k, so every gap must clear a floor that doubles at every step.
+    const DELIVERIES: usize = 5;
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            probe.calls_for(env.id).len() >= DELIVERIES
+        })
+        .await,
+        "the unacked original came back after each rebuild: {} deliveries in 60 s",
+        probe.calls_for(env.id).len()
+    );
     let stats = t.broker.stats();
     let calls = probe.calls_for(env.id);
     assert!(stats.unroutable() >= 1, "the retry publish was returned");
-    assert!(
-        calls.len() >= 2,
-        "the unacked original came back after a rebuild: {} calls",
-        calls.len()
-    );
     assert!(
         calls.iter().all(|c| c.attempt == 0),
         "no retry ever reached a stage"
     );
     let rebuilds = stats.channel_rebuilds();
     assert!(
-        (2..=6).contains(&rebuilds),
-        "{rebuilds} channel rebuilds in {window:?}: bounded, not a storm"
+        rebuilds >= DELIVERIES as u64 - 1 && rebuilds <= calls.len() as u64,
+        "{rebuilds} channel rebuilds for {} deliveries: one per failed settle, not a storm",
+        calls.len()
     );
-    let gaps: Vec<Duration> = calls.windows(2).map(|w| w[1].at - w[0].at).collect();
-    assert!(
-        gaps.iter().all(|g| *g >= Duration::from_millis(200)),
-        "deliveries spaced out: {gaps:?}"
-    );
-    assert!(gaps.last() >= gaps.first(), "the pause grows: {gaps:?}");
-    eprintln!("{rebuilds} rebuilds in {window:?}; delivery gaps {gaps:?}");
+    // From the return of one delivery's handler (its settle failed after it) to the next.
+    let gaps: Vec<Duration> = calls
+        .windows(2)
+        .map(|w| w[1].at - w[0].done.expect("the handler returned"))
+        .collect();
+    for (k, gap) in gaps.iter().take(DELIVERIES - 1).enumerate() {
+        let floor = Duration::from_millis(250) * (1 << k);
+        assert!(
+            *gap >= floor,
+            "pause {k} is {gap:?}, below its backoff floor {floor:?}: the pause must grow at every step ({gaps:?})"
+        );
+    }
+    eprintln!("{rebuilds} rebuilds; delivery gaps {gaps:?}");
 
     // Heal: apply restores the binding; the next retry publish is routed and confirmed.
     let plan = topo.apply().await.unwrap();
@@ -252,10 +258,13 @@ async fn reject_dlx_loops_with_the_broker_delay_and_is_bounded() {
         vec![0, 1, 2, 3],
         "attempts from x-death"
     );
+    // Measured from the return of the failed attempt (the rejection comes after it).
     for w in calls.windows(2) {
+        let waited = w[1].at - w[0].done.expect("the handler returned");
         assert!(
-            w[1].at - w[0].at >= Duration::from_secs(1),
-            "the broker's TTL is the delay"
+            waited >= Duration::from_secs(1),
+            "the broker's TTL is the delay: attempt {} came {waited:?} after the failure",
+            w[1].attempt
         );
     }
     let p = &parked(&t, "rj", &store).await[0];

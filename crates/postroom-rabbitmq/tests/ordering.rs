@@ -1,4 +1,4 @@
-//! R13 on RabbitMQ: partitioned mode (consistent-hash exchange on the aggregate key, one
+//! Ordering on RabbitMQ: partitioned mode (consistent-hash exchange on the aggregate key, one
 //! active consumer per partition) keeps per-aggregate order with two consumers per partition,
 //! also when the active ones go away; and the aggregate version guard applies out-of-order
 //! versions in order, acks duplicates, and never rolls state back.
@@ -32,10 +32,12 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
     );
     let n = topo.names("po");
     let publisher = t.publisher();
-    let probe = Probe::new(Mode::Ok);
+    // One probe per partition (shared by its two consumers): which partition handled what.
+    let probes: Vec<Arc<Probe>> = (0..3).map(|_| Probe::new(Mode::Ok)).collect();
+    let handled = || probes.iter().map(|p| p.calls().len()).sum::<usize>();
     let mut first_wave = Vec::new();
     let mut second_wave = Vec::new();
-    for i in 0..3 {
+    for (i, probe) in (0u16..).zip(&probes) {
         for wave in [&mut first_wave, &mut second_wave] {
             let mut opts = SubscriberOptions::new(1);
             opts.queue = Some(n.partition_queue(i));
@@ -64,10 +66,9 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
     };
     publish(1, 10).await;
     assert!(
-        eventually(Duration::from_secs(30), || async {
-            probe.calls().len() >= 60
-        })
-        .await
+        eventually(Duration::from_secs(30), || async { handled() >= 60 }).await,
+        "the first 60 handled ({} so far)",
+        handled()
     );
     // The first consumer of each partition goes away; the single-active-consumer hand-over
     // gives the partition to the second one.
@@ -76,19 +77,27 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
     }
     publish(11, 20).await;
     assert!(
-        eventually(Duration::from_secs(30), || async {
-            probe.calls().len() >= 120
-        })
-        .await
+        eventually(Duration::from_secs(30), || async { handled() >= 120 }).await,
+        "all 120 handled ({} so far)",
+        handled()
     );
     for r in second_wave {
         r.stop().await;
     }
-    let calls = probe.calls();
     for a in aggregates {
-        let versions: Vec<u64> = calls
+        let key = format!("order:{a}");
+        let homes: Vec<usize> = (0..3)
+            .filter(|&i| probes[i].calls().iter().any(|c| c.key == key))
+            .collect();
+        assert_eq!(
+            homes.len(),
+            1,
+            "aggregate {a} lives in one partition: {homes:?}"
+        );
+        let versions: Vec<u64> = probes[homes[0]]
+            .calls()
             .iter()
-            .filter(|c| c.key == format!("order:{a}"))
+            .filter(|c| c.key == key)
             .map(|c| c.version)
             .collect();
         assert_eq!(
@@ -97,25 +106,8 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
             "aggregate {a} in order"
         );
     }
-    let used = partitions_used(&t, &n).await;
+    let used = probes.iter().filter(|p| !p.calls().is_empty()).count();
     assert!(used >= 2, "aggregates spread over partitions ({used} used)");
-}
-
-/// How many partition queues have acked traffic (the broker's delivery stats).
-async fn partitions_used(t: &TestRabbit, n: &postroom_rabbitmq::ConsumerNames) -> usize {
-    let mut used = 0;
-    for i in 0..3 {
-        let acked = eventually(Duration::from_secs(10), || async {
-            t.api
-                .queue(&n.partition_queue(i))
-                .await
-                .unwrap()
-                .is_some_and(|q| q.message_stats.get("ack").is_some())
-        })
-        .await;
-        used += usize::from(acked);
-    }
-    used
 }
 
 /// A handler keeping the last applied version per aggregate, guarded by `check_version`.
@@ -196,7 +188,10 @@ async fn version_guard_applies_out_of_order_versions_in_order() {
         .await
     );
     let _ = stop.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the consumer loop stops within 30 s of its shutdown")
+        .expect("the consumer loop ends without a panic");
     let applied: Vec<u64> = handler
         .applied
         .lock()

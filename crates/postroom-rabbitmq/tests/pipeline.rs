@@ -74,8 +74,12 @@ async fn stage_consumes_and_publishes_and_a_tap_copies_without_touching() {
     );
     let _ = stop.send(true);
     let _ = ship.0.send(true);
-    let _ = stage_task.await;
-    let _ = ship.1.await;
+    for (name, task) in [("stage", stage_task), ("ship", ship.1)] {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .unwrap_or_else(|_| panic!("the {name} consumer loop stops within 30 s"))
+            .unwrap_or_else(|e| panic!("the {name} consumer loop ends without a panic: {e}"));
+    }
 
     let shipped: BTreeSet<_> = ship_probe.calls().iter().map(|c| c.id).collect();
     let expected: BTreeSet<_> = inputs

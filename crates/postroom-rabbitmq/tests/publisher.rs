@@ -127,3 +127,83 @@ async fn reject_publish_overflow_is_a_nack() {
     assert_eq!(kinds.last(), Some(&Some(ErrorKind::Nacked)), "{kinds:?}");
     assert!(t.broker.stats().nacked() >= 1);
 }
+
+#[tokio::test]
+async fn a_batch_larger_than_the_confirm_window_slides_through_it_with_each_return_its_own() {
+    let t = TestRabbit::on(&common::amqp_url(), &common::api_url(), "1s", |o| {
+        o.confirm_window = 16;
+    })
+    .await;
+    t.add_consumer("window", &["w"]).await;
+    let p = t.publisher();
+    let batch: Vec<_> = (0..400)
+        .map(|i| msg(if i % 50 == 25 { "nobody.w" } else { "w" }, i))
+        .collect();
+    let results = p.publish_batch(&batch).await;
+    for (i, r) in results.iter().enumerate() {
+        if i % 50 == 25 {
+            assert_eq!(
+                r.as_ref().unwrap_err().kind(),
+                ErrorKind::Unroutable,
+                "message {i}"
+            );
+        } else {
+            assert!(r.is_ok(), "message {i}: {r:?}");
+        }
+    }
+    let stats = t.broker.stats();
+    assert_eq!(stats.max_in_flight(), 16, "never more than the window");
+    // After the first fill, each confirm let exactly one more message out while the other 15
+    // were still outstanding: the window slid, it never drained between chunks.
+    assert_eq!(stats.window_slides(), 400 - 16);
+    assert_eq!(stats.unroutable(), 8);
+}
+
+#[tokio::test]
+async fn single_sends_at_once_share_confirm_waits_and_each_gets_its_own_result() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("together", &["routed"]).await;
+    let p = t.publisher();
+    // 120 callers at once, as many handlers retrying or parking together would; every
+    // seventh is unroutable, so each group mixes returned and confirmed messages.
+    let sends: Vec<_> = (0..120)
+        .map(|i| {
+            let p = p.clone();
+            let topic = if i % 7 == 3 {
+                "nobody.listens"
+            } else {
+                "routed"
+            };
+            tokio::spawn(async move { (i, p.publish(&msg(topic, i)).await) })
+        })
+        .collect();
+    let mut routed = 0u64;
+    for s in sends {
+        let (i, r) = s.await.expect("send task");
+        if i % 7 == 3 {
+            assert_eq!(
+                r.expect_err("an unroutable message is never reported confirmed")
+                    .kind(),
+                ErrorKind::Unroutable,
+                "message {i}"
+            );
+        } else {
+            r.unwrap_or_else(|e| panic!("message {i} is routed and confirmed: {e}"));
+            routed += 1;
+        }
+    }
+    let unroutable = (0..120).filter(|i| i % 7 == 3).count() as u64;
+    assert_eq!(t.broker.stats().unroutable(), unroutable);
+    assert!(
+        t.broker.stats().max_in_flight() > 1,
+        "callers waiting while a group was in flight went out together"
+    );
+    let q = topo.names("together").work_queue;
+    assert!(
+        common::eventually(std::time::Duration::from_secs(15), || async {
+            t.queue_messages(&q).await == routed
+        })
+        .await,
+        "every confirmed message is in the queue, once"
+    );
+}

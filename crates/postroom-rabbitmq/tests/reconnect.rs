@@ -146,3 +146,65 @@ async fn prefetch_zero_is_refused_and_a_closed_link_says_so() {
     let err = t.broker.channel().await.unwrap_err();
     assert_eq!(err.kind(), postroom_core::ErrorKind::Closed, "{err}");
 }
+
+/// A re-declare the broker keeps refusing after a reconnect (a queue of the topology exists
+/// with other arguments: PRECONDITION_FAILED) must not turn into a reconnect storm: every
+/// caller in between gets an error at once, and connections are opened no faster than the
+/// backoff allows, even though each of them succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declare_that_keeps_failing_is_retried_no_faster_than_the_backoff() {
+    use postroom_rabbitmq::topology::desired::{DesiredTopology, QueueSpec};
+    let t = TestRabbit::new("1s").await;
+    let queue = format!("{}.conflict", t.prefix);
+    // The queue exists as a classic queue; the topology wants it as a quorum queue.
+    t.api
+        .declare_queue(&queue, serde_json::Map::new())
+        .await
+        .expect("declare the conflicting classic queue");
+    let mut args = serde_json::Map::new();
+    args.insert("x-queue-type".into(), "quorum".into());
+    t.broker.redeclare_on_reconnect(DesiredTopology {
+        queues: vec![QueueSpec {
+            name: queue.clone(),
+            arguments: args,
+        }],
+        ..DesiredTopology::default()
+    });
+    t.broker.sever().await;
+
+    // Callers keep asking for channels, as a publisher and several subscribers would.
+    let window = Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let (mut refused, mut waited) = (0, 0);
+    while started.elapsed() < window {
+        match t.broker.channel().await {
+            Ok(_) => panic!("the declare cannot succeed"),
+            Err(e) if e.kind() == postroom_core::ErrorKind::Config => {
+                if refused == 0 {
+                    eprintln!("refused: {e}");
+                }
+                refused += 1
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), postroom_core::ErrorKind::Connection, "{e}");
+                waited += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let attempts = t.broker.stats().reconnects();
+    eprintln!(
+        "{attempts} connections opened, {refused} declares refused, {waited} callers told to wait in {window:?}"
+    );
+    assert!(refused >= 1, "the conflicting declare was attempted");
+    assert_eq!(attempts, refused, "one connection per attempt");
+    // The first reconnect delay is 0.5 s with jitter down to half of it, and it grows: at
+    // most one attempt per 250 ms, whatever the machine's speed.
+    let bound = 1 + (window.as_millis() / 250) as u64;
+    assert!(
+        attempts <= bound,
+        "{attempts} connections in {window:?}: a reconnect storm (at most {bound} allowed)"
+    );
+    assert!(waited > attempts, "callers in between were told to wait");
+    t.broker.close().await;
+}

@@ -187,3 +187,49 @@ async fn a_queue_with_hard_coded_arguments_is_a_conflict() {
     let err = t.topology().apply().await.unwrap_err();
     assert!(err.to_string().contains("CONFLICT queue"), "{err}");
 }
+
+#[tokio::test]
+async fn deleting_a_workload_removes_its_unprefixed_work_exchange_once_no_other_uses_it() {
+    // Two workloads on one work exchange that carries no prefix (like the default `orders`).
+    let exchange = format!("orders-{}", common::rand_suffix());
+    let a = TestRabbit::new("1s").await;
+    a.configure(|c| c.exchange = exchange.clone());
+    a.add_consumer("inventory", &["order.created"]).await;
+    let b = TestRabbit::new("1s").await;
+    b.configure(|c| c.exchange = exchange.clone());
+    b.add_consumer("shipping", &["order.created"]).await;
+    let has_exchange = || async {
+        a.api
+            .exchanges()
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.name == exchange)
+    };
+    let queues_of = |prefix: String| {
+        let api = a.api.clone();
+        async move {
+            api.queues()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|q| q.name.starts_with(&format!("{prefix}.")))
+                .count()
+        }
+    };
+    assert!(has_exchange().await);
+
+    // The first workload goes: its queues do, the shared exchange stays for the other.
+    assert!(a.topology().delete().await.unwrap() > 0);
+    assert_eq!(queues_of(a.prefix.clone()).await, 0);
+    assert!(queues_of(b.prefix.clone()).await > 0);
+    assert!(has_exchange().await, "still used by the other workload");
+
+    // The last one goes: the work exchange goes with it.
+    b.topology().delete().await.unwrap();
+    assert_eq!(queues_of(b.prefix.clone()).await, 0);
+    assert!(
+        !has_exchange().await,
+        "the unprefixed work exchange was left behind"
+    );
+}

@@ -1,9 +1,10 @@
-//! The inbox on SQLite (R5): claim `(consumer, message_id)` in the business transaction.
+//! The inbox on SQLite: claim `(consumer, message_id)` in the business transaction, one id
+//! or a whole batch.
 
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{ms, now_ms};
-use postroom_core::{MessageId, Result};
+use postroom_core::{InboxLookup, MessageId, Result, async_trait};
 use sqlx::SqliteConnection;
 use std::time::Duration;
 
@@ -20,6 +21,40 @@ pub async fn claim(conn: &mut SqliteConnection, consumer: &str, id: MessageId) -
     Ok(r.rows_affected() == 1)
 }
 
+/// Claim the inbox rows of a batch inside the caller's transaction, in one statement; returns
+/// the ids that were new (apply those), in the order given. Repeated ids in `ids` count once.
+pub async fn claim_many(
+    conn: &mut SqliteConnection,
+    consumer: &str,
+    ids: &[MessageId],
+) -> Result<Vec<MessageId>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = now_ms();
+    let mut new = std::collections::HashSet::new();
+    // SQLite binds at most 32766 parameters; three per row.
+    for chunk in ids.chunks(10_000) {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT OR IGNORE INTO postroom_inbox (consumer, message_id, processed_at) ",
+        );
+        q.push_values(chunk, |mut row, id| {
+            row.push_bind(consumer)
+                .push_bind(id.to_string())
+                .push_bind(now);
+        });
+        q.push(" RETURNING message_id");
+        let rows: Vec<String> = q.build_query_scalar().fetch_all(&mut *conn).await.db()?;
+        new.extend(rows);
+    }
+    let mut seen = std::collections::HashSet::new();
+    Ok(ids
+        .iter()
+        .filter(|id| new.contains(&id.to_string()) && seen.insert(**id))
+        .copied()
+        .collect())
+}
+
 impl SqliteStore {
     /// Delete inbox rows older than `replay_window`. Choose a window longer than any redelivery,
     /// retry ladder, redrive or replay can take, or a late copy is applied again.
@@ -30,5 +65,20 @@ impl SqliteStore {
             .await
             .db()?;
         Ok(r.rows_affected())
+    }
+}
+
+/// What redrive asks before it sends a parked message back.
+#[async_trait]
+impl InboxLookup for SqliteStore {
+    async fn contains(&self, consumer: &str, id: MessageId) -> Result<bool> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM postroom_inbox WHERE consumer = ? AND message_id = ?)",
+        )
+        .bind(consumer)
+        .bind(id.to_string())
+        .fetch_one(self.pool())
+        .await
+        .db()
     }
 }

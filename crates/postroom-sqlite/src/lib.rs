@@ -3,6 +3,10 @@
 //! postroom's embedded default: one SQLite file (WAL) holds the outbox, the inbox, the parking
 //! lot and a durable queue whose retries become visible only after their delay. No server.
 //!
+//! A complete service on this store alone (producer, relay, consumer with the inbox, wired by
+//! the `postroom` crate's `Service`) is `examples/src/bin/sqlite.rs` in the repository: copy it
+//! and change the handler. The pieces, by hand:
+//!
 //! ```
 //! # tokio_test();
 //! # fn tokio_test() { tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -29,17 +33,22 @@
 //! # }); }
 //! ```
 
+mod audit;
 mod error;
+mod file;
 pub mod inbox;
+pub mod last_error;
 pub mod outbox;
 mod parking;
+mod parking_archive;
+mod pipeline;
 pub mod queue;
 mod schema;
 mod time;
-pub mod topic;
 
 pub use error::map as map_error;
-pub use queue::{SqliteDelivery, SqliteQueue, SqliteSubscriber, SubscribeOptions};
+pub use last_error::SqliteLastErrors;
+pub use queue::{QueueConfig, SqliteDelivery, SqliteQueue, SqliteSubscriber};
 pub use schema::SCHEMA_VERSION;
 
 use error::SqlxResultExt;
@@ -58,7 +67,9 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Open (creating if needed) the database at `path`, in WAL mode with full sync, and
-    /// apply migrations. Several processes may open the same file.
+    /// apply migrations. Several processes may open the same file. A new file (and its
+    /// `-wal` and `-shm` files) is readable and writable by its owner only (`0600`): it holds
+    /// parked payloads; an existing file keeps its mode.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -69,6 +80,7 @@ impl SqliteStore {
                 format!("database directory {} does not exist", dir.display()),
             ));
         }
+        file::create_private(&path)?;
         let options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
@@ -119,9 +131,15 @@ impl SqliteStore {
         self.pool.begin_with("BEGIN IMMEDIATE").await.db()
     }
 
-    /// The embedded queue on this file.
+    /// The embedded queue on this file, with default settings.
     #[must_use]
     pub fn queue(&self) -> SqliteQueue {
-        SqliteQueue::new(self.clone())
+        SqliteQueue::new(self.clone(), QueueConfig::default()).expect("the defaults are valid")
+    }
+
+    /// The embedded queue on this file with `config` (refused when invalid: a prefetch of 0,
+    /// a zero lease).
+    pub fn queue_with(&self, config: QueueConfig) -> Result<SqliteQueue> {
+        SqliteQueue::new(self.clone(), config)
     }
 }

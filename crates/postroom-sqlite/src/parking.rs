@@ -51,7 +51,7 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, m: &ParkedMessage) -> Re
     Ok(())
 }
 
-fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
+pub(crate) fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
     let bad = |what: &str, v: &str| {
         Error::new(
             ErrorKind::InvalidData,
@@ -92,7 +92,7 @@ fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
 }
 
 /// Append `WHERE …` for `f` (same semantics as [`ParkingFilter::matches`]).
-fn push_filter(q: &mut QueryBuilder<'_, Sqlite>, f: &ParkingFilter) {
+pub(crate) fn push_filter(q: &mut QueryBuilder<'_, Sqlite>, f: &ParkingFilter) {
     q.push(" WHERE 1=1");
     if !f.include_redriven {
         q.push(" AND status = 'parked'");
@@ -253,28 +253,51 @@ impl ParkingStore for SqliteStore {
         rows.iter().map(parked).collect()
     }
 
-    async fn mark_redriven(&self, run_id: &str, consumer: &str, id: MessageId) -> Result<()> {
+    async fn mark_redriven(&self, run_id: &str, sent: &ParkedMessage) -> Result<bool> {
         let now = now_ms();
         let mut tx = self.begin().await?;
-        sqlx::query("UPDATE postroom_redrive_items SET done_at = ? WHERE run_id = ? AND consumer = ? AND message_id = ?")
+        sqlx::query("UPDATE postroom_redrive_items SET done_at = ?, outcome = 'redriven' WHERE run_id = ? AND consumer = ? AND message_id = ?")
             .bind(now)
             .bind(run_id)
-            .bind(consumer)
-            .bind(id.to_string())
+            .bind(&sent.consumer)
+            .bind(sent.message_id.to_string())
             .execute(&mut *tx)
             .await
             .db()?;
-        sqlx::query(
+        // Only the parking that was read and sent back: a copy parked again since then has
+        // another parked_at and a higher redrive_count, and stays parked.
+        let marked = sqlx::query(
             "UPDATE postroom_parking SET status = 'redriven', redriven_at = ?, redrive_count = redrive_count + 1
-             WHERE consumer = ? AND message_id = ?",
+             WHERE consumer = ? AND message_id = ? AND status = 'parked' AND parked_at = ? AND redrive_count = ?",
         )
         .bind(now)
-        .bind(consumer)
-        .bind(id.to_string())
+        .bind(&sent.consumer)
+        .bind(sent.message_id.to_string())
+        .bind(sent.parked_at.timestamp_millis())
+        .bind(i64::from(sent.redrive_count))
         .execute(&mut *tx)
         .await
         .db()?;
-        tx.commit().await.db()
+        tx.commit().await.db()?;
+        Ok(marked.rows_affected() == 1)
+    }
+
+    async fn mark_redrive_skipped(
+        &self,
+        run_id: &str,
+        skipped: &ParkedMessage,
+        reason: &str,
+    ) -> Result<()> {
+        sqlx::query("UPDATE postroom_redrive_items SET done_at = ?, outcome = ? WHERE run_id = ? AND consumer = ? AND message_id = ? AND done_at IS NULL")
+            .bind(now_ms())
+            .bind(reason)
+            .bind(run_id)
+            .bind(&skipped.consumer)
+            .bind(skipped.message_id.to_string())
+            .execute(self.pool())
+            .await
+            .db()?;
+        Ok(())
     }
 
     async fn purge(&self, before: DateTime<Utc>) -> Result<u64> {

@@ -12,6 +12,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outbox_pending_seq",
         include_str!("../migrations/0002_outbox_pending_seq.sql"),
     ),
+    (
+        3,
+        "redrive_outcome",
+        include_str!("../migrations/0003_redrive_outcome.sql"),
+    ),
+    (4, "console", include_str!("../migrations/0004_console.sql")),
+    (
+        5,
+        "last_errors",
+        include_str!("../migrations/0005_last_errors.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -5,7 +5,7 @@ use postroom_core::{
     EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, MessageId,
     OutgoingMessage, ParkingFilter, ParkingStore, Publisher, Route, async_trait,
 };
-use postroom_sqlite::{SqliteStore, SubscribeOptions};
+use postroom_sqlite::{QueueConfig, SqliteStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,10 +22,7 @@ async fn oversize_message_is_parked_whole_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("db")).await.unwrap();
     let queue = store.queue();
-    let sub = queue
-        .subscribe("c", &["big.#"], SubscribeOptions::default())
-        .await
-        .unwrap();
+    let sub = queue.subscribe("c", &["big.#"]).await.unwrap();
     let body = vec![b'x'; 300 * 1024];
     let id = MessageId::new();
     queue
@@ -83,18 +80,18 @@ async fn prefetch_zero_is_refused_and_unroutable_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("db")).await.unwrap();
     let q = store.queue();
-    let err = q
-        .subscribe(
-            "c",
-            &["a"],
-            SubscribeOptions {
-                prefetch: 0,
-                ..SubscribeOptions::default()
-            },
-        )
-        .await
+    let err = store
+        .queue_with(QueueConfig::default().prefetch(0))
         .err()
         .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let err = postroom_core::Transport::subscribe(
+        &q,
+        &postroom_core::Subscription::new("c", &["a"]).prefetch(0),
+    )
+    .await
+    .err()
+    .unwrap();
     assert_eq!(err.kind(), ErrorKind::Config);
     let msg = OutgoingMessage {
         id: MessageId::new(),

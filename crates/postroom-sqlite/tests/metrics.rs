@@ -6,9 +6,9 @@ use postroom_core::{
     BacklogProbe, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
     OutgoingMessage, Publisher, RetryPolicy, async_trait,
 };
-use postroom_sqlite::{SqliteStore, SubscribeOptions};
+use postroom_sqlite::SqliteStore;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct FailOnce;
 #[async_trait]
@@ -31,10 +31,7 @@ async fn prometheus_exposition_has_the_consumer_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("m.db")).await.unwrap();
     let queue = store.queue();
-    let sub = queue
-        .subscribe("metered", &["t.#"], SubscribeOptions::default())
-        .await
-        .unwrap();
+    let sub = queue.subscribe("metered", &["t.#"]).await.unwrap();
     // A ready message nobody consumes yet, so the oldest-ready age is positive.
     queue.bind("idle", &["t.#"]).await.unwrap();
     for id in ["ok", "bad"] {
@@ -50,16 +47,20 @@ async fn prometheus_exposition_has_the_consumer_metrics() {
     let stats = consumer.stats();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(async move { consumer.run(sub, rx).await });
-    for _ in 0..100 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
         let s = stats.snapshot();
         if s.applied == 1 && s.parked_by_code.len() == 1 {
             break;
         }
+        assert!(
+            Instant::now() < deadline,
+            "one applied and one parked within 30 s: {s:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     stop.send(true).unwrap();
     run.await.unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let probe: Arc<dyn BacklogProbe> = Arc::new(store.clone());
     let reporter = tokio::spawn(postroom_core::transport::report_backlog(
@@ -68,7 +69,18 @@ async fn prometheus_exposition_has_the_consumer_metrics() {
         Duration::from_secs(1),
         rx,
     ));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The reporter has run once its gauges are in the exposition.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !handle
+        .render()
+        .contains("postroom_oldest_ready_age_seconds{consumer=\"idle\"}")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the backlog reporter did not report within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tx.send(true).unwrap();
     reporter.await.unwrap();
 

@@ -1,7 +1,7 @@
 //! The suite's handler: applies a counted effect through the backend's inbox, with faults
 //! injected on demand, and records every call.
 
-use crate::backend::Backend;
+use crate::fixture::Backend;
 use async_trait::async_trait;
 use postroom_core::{Handled, Handler, HandlerError, Incoming, MessageId};
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,9 @@ pub enum Fault {
     Unknown,
     /// Return a business outcome without an effect.
     BusinessOutcome,
+    /// On the first `n` attempts of each message, take this long before applying (longer
+    /// than the handler timeout: the consumer abandons the call).
+    SlowTimes(u32, std::time::Duration),
 }
 
 /// One handler call.
@@ -40,16 +43,16 @@ pub struct Call {
 }
 
 /// A handler that applies `effect:<aggregate id>` through [`Backend::apply_effect`].
-pub struct EffectHandler<B> {
-    backend: Arc<B>,
+pub struct EffectHandler {
+    backend: Arc<Backend>,
     consumer: String,
     fault: Mutex<Fault>,
     calls: Mutex<Vec<Call>>,
 }
 
-impl<B: Backend> EffectHandler<B> {
+impl EffectHandler {
     /// A handler for `consumer`.
-    pub fn new(backend: Arc<B>, consumer: &str, fault: Fault) -> Arc<Self> {
+    pub fn new(backend: Arc<Backend>, consumer: &str, fault: Fault) -> Arc<Self> {
         Arc::new(Self {
             backend,
             consumer: consumer.into(),
@@ -75,7 +78,7 @@ impl<B: Backend> EffectHandler<B> {
 }
 
 #[async_trait]
-impl<B: Backend> Handler for EffectHandler<B> {
+impl Handler for EffectHandler {
     async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
         let env = &m.envelope;
         self.calls.lock().unwrap().push(Call {
@@ -114,6 +117,8 @@ impl<B: Backend> Handler for EffectHandler<B> {
                 ));
             }
             Fault::BusinessOutcome => return Ok(Handled::BusinessOutcome("rejected".into())),
+            Fault::SlowTimes(n, pause) if m.attempt < n => tokio::time::sleep(pause).await,
+            Fault::SlowTimes(..) => {}
         }
         let key = format!("effect:{}", env.aggregate.id);
         self.backend

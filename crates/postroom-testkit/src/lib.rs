@@ -1,20 +1,32 @@
 //! # postroom-testkit
 //!
 //! The one conformance suite every store and transport passes, against real servers.
-//! A backend implements [`Backend`]; its test file then calls
+//! A backend is a store half ([`StoreFixture`]; ready ones in [`stores`]) and a transport
+//! half ([`TransportFixture`]: any [`Transport`](postroom_core::Transport)); a test file calls
 //! [`conformance_suite!`](crate::conformance_suite) with an expression that builds a fresh,
-//! isolated backend (random database, queue names or file). Each case becomes its own test.
+//! isolated [`Backend`] (random database, queue names or file). Each case becomes its own
+//! test.
 //!
 //! ```text
-//! postroom_testkit::conformance_suite!(my_backend::fresh().await);
+//! postroom_testkit::conformance_suite!(Backend::new(
+//!     Arc::new(SqliteFixture::fresh().await),
+//!     TransportFixture { transport, ladder, redelivery_after, prefetch: 1 },
+//! ));
 //! ```
 
-pub mod backend;
 pub mod cases;
 pub mod effect;
+pub mod fixture;
+pub mod probe;
+pub mod recording;
+pub mod running;
+pub mod servers;
+pub mod stores;
+pub mod table_queue;
 
-pub use backend::{Backend, BackendCaps};
 pub use effect::{EffectHandler, Fault};
+pub use fixture::{Backend, BackendCaps, StoreFixture, TransportFixture};
+pub use table_queue::TableQueueFixture;
 
 /// Expand to one `#[tokio::test]` per conformance case, each with a fresh backend built by
 /// `$make` (an async expression evaluating to a `Backend`).
@@ -35,6 +47,12 @@ macro_rules! conformance_suite {
             relay_keeps_aggregate_order,
             relay_loops_keep_aggregate_order,
             business_outcome_is_acked,
+            handler_timeout_retries_as_transient,
+            unknown_error_bounded_then_parked,
+            batch_isolates_a_poison_message,
+            batch_retries_only_the_failing_message,
+            batch_crash_after_commit_before_ack,
+            foreign_messages_are_deduplicated_retried_and_parked,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

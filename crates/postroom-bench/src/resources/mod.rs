@@ -1,11 +1,14 @@
 //! Isolated resources on the shared servers: a fresh PostgreSQL database and random RabbitMQ
 //! workloads, each deleted at the end (or on drop, if a scenario fails half-way).
 
+pub mod kafka;
+pub mod nats;
 pub mod pg;
 pub mod rabbit;
+pub mod sqs;
 
 /// Where the servers are, from the environment with localhost defaults.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Endpoints {
     /// Admin URL of PostgreSQL (`POSTROOM_TEST_PG`).
     pub pg: String,
@@ -13,6 +16,23 @@ pub struct Endpoints {
     pub amqp: String,
     /// Management API of RabbitMQ (`POSTROOM_TEST_RABBIT_API`).
     pub rabbit_api: String,
+    /// NATS with JetStream (`POSTROOM_TEST_NATS`).
+    pub nats: String,
+    /// Kafka bootstrap brokers, `host:port` (`POSTROOM_TEST_KAFKA`).
+    pub kafka: String,
+}
+
+/// Hand-written: the URLs may hold passwords.
+impl std::fmt::Debug for Endpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoints")
+            .field("pg", &postroom_ops::redact(&self.pg))
+            .field("amqp", &postroom_ops::redact(&self.amqp))
+            .field("rabbit_api", &postroom_ops::redact(&self.rabbit_api))
+            .field("nats", &postroom_ops::redact(&self.nats))
+            .field("kafka", &self.kafka)
+            .finish()
+    }
 }
 
 impl Endpoints {
@@ -33,6 +53,8 @@ impl Endpoints {
                 "POSTROOM_TEST_RABBIT_API",
                 "http://guest:guest@127.0.0.1:15672",
             ),
+            nats: var("POSTROOM_TEST_NATS", "nats://127.0.0.1:4222"),
+            kafka: var("POSTROOM_TEST_KAFKA", "127.0.0.1:9092"),
         }
     }
 }

@@ -63,7 +63,7 @@ impl Workload {
         .with_consumer(CONSUMER, &[BINDING]);
         let unavailable = |what: &'static str, url: &str, e: String| BenchError::Unavailable {
             server: what,
-            url: postroom_rabbitmq::connection::redact(url),
+            url: postroom_ops::redact(url),
             message: e,
         };
         let api =
@@ -128,6 +128,29 @@ impl Workload {
                 .ctx("reconnecting the raw connection")?;
         }
         conn.create_channel().await.ctx("raw channel")
+    }
+
+    /// A raw consumer of the work queue named `tag`, `prefetch` deliveries at a time, and its
+    /// channel.
+    pub async fn raw_consumer(
+        &self,
+        prefetch: u16,
+        tag: &str,
+    ) -> Result<(Channel, lapin::Consumer), BenchError> {
+        let ch = self.raw_channel().await?;
+        ch.basic_qos(prefetch, lapin::options::BasicQosOptions::default())
+            .await
+            .ctx("raw qos")?;
+        let consumer = ch
+            .basic_consume(
+                &self.work_queue(),
+                tag,
+                lapin::options::BasicConsumeOptions::default(),
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .ctx("raw consume")?;
+        Ok((ch, consumer))
     }
 
     /// A raw confirm-mode channel.

@@ -3,7 +3,7 @@
 //! same transaction run raw (lapin consume + sqlx transaction + ack) at the same concurrency
 //! and prefetch. Target ≥ 80 %.
 
-use super::handler::{InboxHandler, Progress, consumer_config};
+use super::handler::{InboxHandler, Progress, timed_consumer};
 use super::rate;
 use crate::error::{BenchError, Context};
 use crate::payload::{self, median};
@@ -12,9 +12,8 @@ use crate::resources::pg::EFFECT_SQL;
 use crate::resources::rabbit::{CONSUMER, Workload};
 use crate::{Ctx, PG_FSYNC_NOTE};
 use futures::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
-use lapin::types::FieldTable;
-use postroom_core::{Consumer, Envelope};
+use lapin::options::BasicAckOptions;
+use postroom_core::Envelope;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,27 +30,21 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
         .await?
         .pool()
         .clone();
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for round in 0..a.rounds() {
-        let first = round % 2 == 0;
-        for turn in 0..2 {
+    let (ours, raw) = super::alternate(
+        a.rounds(),
+        async || {
             fill_queue(&w, n, a.payload_bytes).await?;
-            if (turn == 0) == first {
-                ours.push(postroom_round(&w, &pool, n, conc, prefetch).await?);
-            } else {
-                raw.push(raw_round(&w, &pool, n, conc, prefetch).await?);
-            }
-        }
-    }
+            postroom_round(&w, &pool, n, conc, prefetch).await
+        },
+        async || {
+            fill_queue(&w, n, a.payload_bytes).await?;
+            raw_round(&w, &pool, n, conc, prefetch).await
+        },
+    )
+    .await?;
     pool.close().await;
     w.delete().await?;
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: conc,
-        prefetch: usize::from(prefetch),
-        batch_size: 1,
-        messages: n,
-    };
+    let load = Load::new(a.payload_bytes, conc, usize::from(prefetch), 1, n);
     Ok(Measurement::new(
         "consumer_inbox_pg",
         "consumer",
@@ -86,26 +79,8 @@ async fn postroom_round(
 ) -> Result<f64, BenchError> {
     let progress = Arc::new(Progress::default());
     let handler = Arc::new(InboxHandler::new(pool.clone(), progress.clone()));
-    let consumer = Arc::new(Consumer::new(consumer_config(conc), handler));
     let sub = w.subscriber(prefetch)?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let started = Instant::now();
-    let task = tokio::spawn({
-        let consumer = consumer.clone();
-        async move { consumer.run(sub, stopped).await }
-    });
-    let done = progress.wait_for(n, timeout(n)).await;
-    let _ = stop.send(true);
-    task.await
-        .map_err(|e| BenchError::Stalled(format!("consumer task: {e}")))?;
-    let per_sec = rate(n, started.elapsed());
-    if !done {
-        return Err(BenchError::Stalled(format!(
-            "postroom consumer handled {} of {n}",
-            progress.done()
-        )));
-    }
-    Ok(per_sec)
+    timed_consumer(handler, conc, sub, &progress, n, "postroom consumer").await
 }
 
 /// Time the raw loop until it handled and acked `n` messages.
@@ -116,19 +91,7 @@ async fn raw_round(
     conc: usize,
     prefetch: u16,
 ) -> Result<f64, BenchError> {
-    let ch = w.raw_channel().await?;
-    ch.basic_qos(prefetch, BasicQosOptions::default())
-        .await
-        .ctx("raw qos")?;
-    let mut stream = ch
-        .basic_consume(
-            &w.work_queue(),
-            "raw-bench",
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .ctx("raw consume")?;
+    let (ch, mut stream) = w.raw_consumer(prefetch, "raw-bench").await?;
     let permits = Arc::new(Semaphore::new(conc));
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout(n);

@@ -40,13 +40,7 @@ pub async fn run(ctx: &Ctx, per_message: f64) -> Result<Measurement, BenchError>
     }
     pool.close().await;
     w.delete().await?;
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: IN_FLIGHT,
-        prefetch: usize::from(prefetch),
-        batch_size: batch,
-        messages: n,
-    };
+    let load = Load::new(a.payload_bytes, IN_FLIGHT, usize::from(prefetch), batch, n);
     Ok(Measurement::new(
         "consumer_inbox_pg_batched",
         "consumer",

@@ -4,17 +4,15 @@
 //! queue row as the ack), at the same concurrency and prefetch. Target ≥ 80 %.
 
 use super::embedded_relay::{now_ms, open};
-use super::handler::{Progress, consumer_config};
+use super::handler::{Progress, timed_consumer};
 use super::rate;
 use crate::Ctx;
 use crate::error::{BenchError, Context};
 use crate::payload::{self, median};
 use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::CONSUMER;
-use postroom_core::{
-    Consumer, Envelope, Handled, Handler, HandlerError, Incoming, Publisher, async_trait,
-};
-use postroom_sqlite::{SqliteStore, SubscribeOptions, inbox};
+use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, Publisher, async_trait};
+use postroom_sqlite::{QueueConfig, SqliteStore, inbox};
 use sqlx::Row;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,25 +31,14 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
         usize::from(a.prefetch),
     );
     let (_dir, store) = open().await?;
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for round in 0..a.rounds() {
-        let first = round % 2 == 0;
-        for turn in 0..2 {
-            if (turn == 0) == first {
-                ours.push(postroom_round(&store, n, conc, prefetch, a.payload_bytes).await?);
-            } else {
-                raw.push(raw_round(&store, n, conc, prefetch, a.payload_bytes).await?);
-            }
-        }
-    }
+    let (ours, raw) = super::alternate(
+        a.rounds(),
+        async || postroom_round(&store, n, conc, prefetch, a.payload_bytes).await,
+        async || raw_round(&store, n, conc, prefetch, a.payload_bytes).await,
+    )
+    .await?;
     store.pool().close().await;
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: conc,
-        prefetch,
-        batch_size: 1,
-        messages: n,
-    };
+    let load = Load::new(a.payload_bytes, conc, prefetch, 1, n);
     Ok(Measurement::new(
         "embedded_consumer_sqlite",
         "embedded",
@@ -112,34 +99,18 @@ async fn postroom_round(
         store: store.clone(),
         progress: progress.clone(),
     });
-    let consumer = Arc::new(Consumer::new(consumer_config(conc), handler));
-    let options = SubscribeOptions {
-        prefetch,
-        poll_interval: POLL,
-        ..SubscribeOptions::default()
-    };
+    let queue = store
+        .queue_with(
+            QueueConfig::default()
+                .prefetch(prefetch)
+                .poll_interval(POLL),
+        )
+        .ctx("queue")?;
     let sub = queue
-        .subscribe(CONSUMER, &[crate::resources::rabbit::BINDING], options)
+        .subscribe(CONSUMER, &[crate::resources::rabbit::BINDING])
         .await
         .ctx("subscribe")?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let started = Instant::now();
-    let task = tokio::spawn({
-        let consumer = consumer.clone();
-        async move { consumer.run(sub, stopped).await }
-    });
-    let done = progress.wait_for(n, super::consumer::timeout(n)).await;
-    let _ = stop.send(true);
-    task.await
-        .map_err(|e| BenchError::Stalled(format!("consumer task: {e}")))?;
-    let per_sec = rate(n, started.elapsed());
-    if !done {
-        return Err(BenchError::Stalled(format!(
-            "embedded consumer handled {} of {n}",
-            progress.done()
-        )));
-    }
-    Ok(per_sec)
+    timed_consumer(handler, conc, sub, &progress, n, "embedded consumer").await
 }
 
 async fn raw_round(

@@ -63,24 +63,14 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
     let a = &ctx.args;
     let (n, batch) = (a.messages(), usize::from(a.batch));
     let (_dir, store) = open().await?;
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for round in 0..a.rounds() {
-        if round % 2 == 0 {
-            ours.push(postroom_round(&store, n, batch, a.payload_bytes).await?);
-            raw.push(raw_round(&store, n, batch, a.payload_bytes).await?);
-        } else {
-            raw.push(raw_round(&store, n, batch, a.payload_bytes).await?);
-            ours.push(postroom_round(&store, n, batch, a.payload_bytes).await?);
-        }
-    }
+    let (ours, raw) = super::alternate(
+        a.rounds(),
+        async || postroom_round(&store, n, batch, a.payload_bytes).await,
+        async || raw_round(&store, n, batch, a.payload_bytes).await,
+    )
+    .await?;
     store.pool().close().await;
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: 1,
-        prefetch: 0,
-        batch_size: batch,
-        messages: n,
-    };
+    let load = Load::new(a.payload_bytes, 1, 0, batch, n);
     Ok(Measurement::new(
         "embedded_relay_sqlite",
         "embedded",

@@ -96,6 +96,37 @@ impl Handler for InboxHandler {
     }
 }
 
+/// Run `handler` as postroom's consumer with `concurrency` on `sub` until `progress` counts
+/// `n` (or [`timeout`](super::consumer::timeout) passes); messages per second. `who` names it
+/// in the error.
+pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
+    handler: Arc<H>,
+    concurrency: usize,
+    sub: S,
+    progress: &Progress,
+    n: usize,
+    who: &str,
+) -> Result<f64, crate::BenchError> {
+    let consumer = postroom_core::Consumer::new(consumer_config(concurrency), handler);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let started = std::time::Instant::now();
+    let task = tokio::spawn(async move { consumer.run(sub, stopped).await });
+    let done = progress.wait_for(n, super::consumer::timeout(n)).await;
+    let _ = stop.send(true);
+    task.await
+        .map_err(|e| crate::BenchError::Stalled(format!("consumer task: {e}")))?;
+    // Shutting down (the last acks) is part of the run.
+    let per_sec = super::rate(n, started.elapsed());
+    if done {
+        Ok(per_sec)
+    } else {
+        Err(crate::BenchError::Stalled(format!(
+            "{who} handled {} of {n}",
+            progress.done()
+        )))
+    }
+}
+
 /// The consumer settings every bench consumer starts from.
 #[must_use]
 pub fn consumer_config(concurrency: usize) -> postroom_core::ConsumerConfig {

@@ -70,13 +70,13 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let cpu_percent = cpu.as_secs_f64() / wall.as_secs_f64() * 100.0;
     let deliveries = book.deliveries();
     let stats = consumer.stats().snapshot();
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: usize::from(a.concurrency),
-        prefetch: usize::from(a.prefetch),
-        batch_size: 1,
+    let load = Load::new(
+        a.payload_bytes,
+        usize::from(a.concurrency),
+        usize::from(a.prefetch),
+        1,
         messages,
-    };
+    );
     let allowed = (messages * stages) as f64;
     Ok(vec![
         Measurement::new(

@@ -10,8 +10,7 @@ use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::{Workload, raw_publish};
 use crate::{Ctx, PG_FSYNC_NOTE};
 use futures::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
-use lapin::types::FieldTable;
+use lapin::options::BasicAckOptions;
 use postroom_core::{
     Consumer, Handled, Handler, HandlerError, Incoming, MessageId, OutboxRelay, RelayConfig,
     async_trait,
@@ -45,13 +44,13 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
         })
     };
     let (ours_p99, raw_p99) = (percentile(&mut ours, 99.0), percentile(&mut raw, 99.0));
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: usize::from(a.concurrency),
-        prefetch: usize::from(a.prefetch),
-        batch_size: usize::from(a.batch),
-        messages: total,
-    };
+    let load = Load::new(
+        a.payload_bytes,
+        usize::from(a.concurrency),
+        usize::from(a.prefetch),
+        usize::from(a.batch),
+        total,
+    );
     Ok(Measurement::new(
         "latency_e2e_p99",
         "latency",
@@ -171,19 +170,7 @@ async fn raw_path(
     bytes: usize,
 ) -> Result<Vec<f64>, BenchError> {
     let sent: Sent = Sent::default();
-    let ch = w.raw_channel().await?;
-    ch.basic_qos(prefetch, BasicQosOptions::default())
-        .await
-        .ctx("raw qos")?;
-    let mut stream = ch
-        .basic_consume(
-            &w.work_queue(),
-            "raw-latency",
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .ctx("raw consume")?;
+    let (ch, mut stream) = w.raw_consumer(prefetch, "raw-latency").await?;
     let consumer = tokio::spawn({
         let sent = sent.clone();
         async move {

@@ -3,13 +3,13 @@
 //! own (see [`crate::child`]), for up to `--memory-secs`. Target < 64 MiB each; the budget is
 //! the baseline.
 
+use super::relay::fill_outbox;
 use crate::Ctx;
 use crate::child::{self, ChildResult, ChildSpec, Role};
 use crate::error::{BenchError, Context};
 use crate::payload;
 use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::Workload;
-use postroom_postgres::{PgStore, commit, outbox};
 use std::time::Instant;
 
 /// The budget, MiB.
@@ -23,14 +23,14 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let w = Workload::create(&ctx.endpoints, "memory", "5s").await?;
     let store = db.store(4).await?;
     let t = Instant::now();
-    fill_outbox(&store, backlog, a.payload_bytes).await?;
+    fill_outbox(&store, backlog, |i| payload::message(i, a.payload_bytes)).await?;
     eprintln!(
         "postroom-bench: memory: {backlog} outbox rows in {:.0} s",
         t.elapsed().as_secs_f64()
     );
     let spec = |role| ChildSpec {
         role,
-        pg_url: db.url.clone(),
+        pg_url: db.url().to_string(),
         amqp: ctx.endpoints.amqp.clone(),
         topology: w.config.clone(),
         secs: a.memory_secs(),
@@ -61,13 +61,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     store.pool().close().await;
     w.delete().await?;
 
-    let load = |conc, prefetch, batch| Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: conc,
-        prefetch,
-        batch_size: batch,
-        messages: backlog,
-    };
+    let load = |conc, prefetch, batch| Load::new(a.payload_bytes, conc, prefetch, batch, backlog);
     Ok(vec![
         measurement("memory_relay_rss", &relay, load(1, 0, usize::from(a.batch))),
         measurement(
@@ -94,26 +88,4 @@ fn measurement(name: &str, r: &ChildResult, load: Load) -> Measurement {
     .detail("rss_at_end_mib", mib(r.end.rss_kib))
     .detail("processed", r.processed)
     .detail("secs", r.secs)
-}
-
-async fn fill_outbox(store: &PgStore, n: usize, bytes: usize) -> Result<(), BenchError> {
-    sqlx::query("TRUNCATE postroom_outbox")
-        .execute(store.pool())
-        .await
-        .ctx("emptying the outbox")?;
-    for from in (0..n).step_by(10_000) {
-        let msgs = payload::messages(from, 10_000.min(n - from), bytes);
-        let mut tx = store.begin().await.ctx("begin")?;
-        for part in msgs.chunks(1000) {
-            outbox::enqueue_batch(&mut tx, store.prefix(), part)
-                .await
-                .ctx("filling the outbox")?;
-        }
-        commit(tx).await.ctx("commit")?;
-    }
-    sqlx::query("ANALYZE postroom_outbox")
-        .execute(store.pool())
-        .await
-        .ctx("analyze")?;
-    Ok(())
 }

@@ -17,13 +17,15 @@ use std::time::{Duration, Instant};
 /// The relay's publisher, counting confirmed messages so that the round can tell when it is
 /// done without asking the database (a `count(*)` every few milliseconds would take
 /// PostgreSQL's CPU away from the relay it measures).
-struct Counting<P> {
-    inner: Arc<P>,
-    confirmed: Arc<AtomicUsize>,
+pub struct Counting<P: ?Sized> {
+    /// The publisher that confirms.
+    pub inner: Arc<P>,
+    /// Messages it confirmed.
+    pub confirmed: Arc<AtomicUsize>,
 }
 
 #[async_trait::async_trait]
-impl<P: Publisher> Publisher for Counting<P> {
+impl<P: Publisher + ?Sized> Publisher for Counting<P> {
     async fn publish(&self, message: &OutgoingMessage) -> postroom_core::Result<()> {
         let r = self.inner.publish(message).await;
         if r.is_ok() {
@@ -46,25 +48,15 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let (n, batch, relays) = (a.messages(), usize::from(a.batch), usize::from(a.relays));
     let w = Workload::create(&ctx.endpoints, "relay", "5s").await?;
     let store = ctx.db()?.store(u32::from(a.relays) + 2).await?;
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for round in 0..a.rounds() {
-        if round % 2 == 0 {
-            ours.push(postroom_round(&store, &w, n, batch, relays, a.payload_bytes).await?);
-            raw.push(raw_round(&w, n, batch, relays, a.payload_bytes).await?);
-        } else {
-            raw.push(raw_round(&w, n, batch, relays, a.payload_bytes).await?);
-            ours.push(postroom_round(&store, &w, n, batch, relays, a.payload_bytes).await?);
-        }
-    }
+    let (ours, raw) = super::alternate(
+        a.rounds(),
+        async || postroom_round(&store, &w, n, batch, relays, a.payload_bytes).await,
+        async || raw_round(&w, n, batch, relays, a.payload_bytes).await,
+    )
+    .await?;
     store.pool().close().await;
     w.delete().await?;
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: relays,
-        prefetch: 0,
-        batch_size: batch,
-        messages: n,
-    };
+    let load = Load::new(a.payload_bytes, relays, 0, batch, n);
     Ok(vec![
         Measurement::new(
             "relay_pg_to_rabbitmq",
@@ -92,7 +84,7 @@ async fn postroom_round(
     relays: usize,
     bytes: usize,
 ) -> Result<f64, BenchError> {
-    fill_outbox(store, n, bytes).await?;
+    fill_outbox(store, n, |i| payload::message(i, bytes)).await?;
     let ob: Arc<dyn OutboxStore> = Arc::new(store.outbox());
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let confirmed = Arc::new(AtomicUsize::new(0));
@@ -165,13 +157,19 @@ async fn raw_round(
     Ok(per_sec)
 }
 
-async fn fill_outbox(store: &PgStore, n: usize, bytes: usize) -> Result<(), BenchError> {
+/// Empty the outbox and write messages `0..n` made by `make` into it (500 a statement, 5000
+/// a transaction; made a transaction at a time, so a backlog of millions fits in memory).
+pub async fn fill_outbox(
+    store: &PgStore,
+    n: usize,
+    make: impl Fn(usize) -> (OutgoingMessage, String),
+) -> Result<(), BenchError> {
     sqlx::query("TRUNCATE postroom_outbox")
         .execute(store.pool())
         .await
         .ctx("emptying the outbox")?;
-    let msgs = payload::messages(0, n, bytes);
-    for chunk in msgs.chunks(5000) {
+    for from in (0..n).step_by(5000) {
+        let chunk: Vec<_> = (from..n.min(from + 5000)).map(&make).collect();
         let mut tx = store.begin().await.ctx("begin")?;
         for part in chunk.chunks(500) {
             outbox::enqueue_batch(&mut tx, store.prefix(), part)

@@ -135,13 +135,13 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
                 "p99_ms": p99, "max_ms": percentile(&mut v, 100.0), "budget_ms": budget}),
         );
     }
-    let load = Load {
-        payload_bytes: a.payload_bytes,
-        concurrency: usize::from(a.concurrency),
-        prefetch: usize::from(a.prefetch),
-        batch_size: 1,
+    let load = Load::new(
+        a.payload_bytes,
+        usize::from(a.concurrency),
+        usize::from(a.prefetch),
+        1,
         messages,
-    };
+    );
     let mut m = Measurement::new(
         "retry_lateness_p99",
         "retry",

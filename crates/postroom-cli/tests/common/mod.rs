@@ -1,73 +1,157 @@
-//! Helpers shared by the CLI's broker tests.
+//! Helpers shared by the CLI's tests: the binary, the test servers, unique broker names.
 #![allow(dead_code)]
 
-use std::process::Command;
+pub mod daemon;
+pub mod sqs;
 
+use std::path::Path;
+use std::process::{Command, Output};
+
+#[allow(unused_imports)]
+pub use postroom_testkit::servers::TestDb;
+
+/// The RabbitMQ the tests use (`POSTROOM_TEST_AMQP`).
 pub fn amqp() -> String {
     std::env::var("POSTROOM_TEST_AMQP")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
-pub fn pg_admin() -> String {
-    std::env::var("POSTROOM_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+/// `postroom` with `args`, run in `dir`.
+pub fn postroom_cmd(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_postroom"));
+    c.current_dir(dir).args(args);
+    c
 }
 
-pub fn postroom(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_postroom"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run postroom")
+/// Run `postroom` with `args` in `dir` and wait for it.
+pub fn postroom(dir: &Path, args: &[&str]) -> Output {
+    postroom_cmd(dir, args).output().expect("run postroom")
 }
 
-pub fn ok(out: &std::process::Output) -> String {
+/// Its stdout, after asserting success (stdout and stderr shown otherwise).
+pub fn ok(out: &Output) -> String {
     assert!(
         out.status.success(),
-        "failed\n{}\n{}",
+        "failed ({})\n{}\n{}",
+        out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The JSON file a command wrote.
+pub fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("report written")).expect("valid JSON")
+}
+
+/// Every line of JSON output.
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// Run `postroom` with `args` in `dir` off the async runtime, assert success, and read the
+/// JSON report it wrote to `report` (a path relative to `dir`).
+pub async fn run_for_report(dir: &Path, args: &[&str], report: &str) -> serde_json::Value {
+    let (dir, report) = (dir.to_path_buf(), report.to_string());
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&postroom(&dir, &args));
+        json_file(&dir.join(report))
+    })
+    .await
+    .expect("postroom ran")
+}
+
+/// A workload prefix of its own for one test's queues and exchanges.
+pub fn workload(tag: &str) -> String {
+    format!("prcli-{tag}-{}", postroom_testkit::servers::suffix())
+}
+
+/// Delete every queue, exchange and policy whose name starts with `prefix`.
 pub async fn cleanup(prefix: &str) {
-    let url = postroom_cli::stack::management_url(&amqp());
-    let api = postroom_rabbitmq::ManagementApi::new(&url, "/").unwrap();
+    let api = management_api();
     let _ = api.delete_everything_named(prefix).await;
 }
 
-/// A fresh PostgreSQL database for one test, dropped by [`FreshPg::drop_db`].
-pub struct FreshPg {
-    admin: sqlx::PgPool,
-    name: String,
-    /// The database's URL.
-    pub url: String,
+/// The management API of the test broker.
+pub fn management_api() -> postroom_rabbitmq::ManagementApi {
+    let broker = postroom_ops::Endpoint::broker(&amqp()).unwrap();
+    let url = postroom_ops::registry::rabbitmq::management_url(&broker).unwrap();
+    postroom_rabbitmq::ManagementApi::new(url.expose(), "/").unwrap()
 }
 
-impl FreshPg {
-    /// Create `pr_<tag>_<random>` on the server of `POSTROOM_TEST_PG` (a missing server fails).
-    pub async fn create(tag: &str) -> Self {
-        let admin_url = pg_admin();
-        let name = format!(
-            "pr_{tag}_{}",
-            &uuid::Uuid::now_v7().simple().to_string()[20..]
-        );
-        let admin = sqlx::PgPool::connect(&admin_url)
-            .await
-            .expect("PostgreSQL must be running (POSTROOM_TEST_PG)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
-        Self { admin, name, url }
-    }
+/// The Kafka broker the tests use (`POSTROOM_TEST_KAFKA`, `host:port`), as a `kafka://` URL.
+pub fn kafka() -> String {
+    let hostport = std::env::var("POSTROOM_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    format!("kafka://{hostport}")
+}
 
-    /// Drop the database, whoever is still connected.
-    pub async fn drop_db(self) {
-        let _ = sqlx::query(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
-            .execute(&self.admin)
-            .await;
+/// Delete every Kafka topic whose name starts with `prefix`.
+pub async fn kafka_cleanup(prefix: &str) {
+    use postroom_kafka::topology::{Consumers, Topology, admin, delete_topics};
+    let brokers = kafka().trim_start_matches("kafka://").to_string();
+    let config = postroom_kafka::KafkaConfig::new(brokers);
+    let Ok(topology) = Topology::new(&config, Consumers::default()) else {
+        return;
+    };
+    let names: Vec<String> = topology
+        .existing()
+        .await
+        .map(|t| t.into_keys().filter(|n| n.starts_with(prefix)).collect())
+        .unwrap_or_default();
+    if let Ok(admin) = admin(&config) {
+        let _ = delete_topics(&admin, &names).await;
     }
+}
+
+/// The short soak on PostgreSQL and `broker`: 5,000 messages, a consumer or relay SIGKILLed
+/// every `kill_every` seconds; `extra` flags added. Returns the JSON summary.
+pub async fn broker_soak(
+    db: &str,
+    broker: &str,
+    prefix: &str,
+    kill_every: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "soak",
+        "--messages",
+        "5000",
+        "--kill-every",
+        kill_every,
+        "--database",
+        db,
+        "--broker",
+        broker,
+        "--workload",
+        prefix,
+        "--json",
+        "s.json",
+    ];
+    args.extend_from_slice(extra);
+    run_for_report(dir.path(), &args, "s.json").await
+}
+
+/// What every short soak on a broker must show: nothing lost, nothing applied twice, order
+/// kept, only poison parked, and consumers or relays really killed.
+pub fn check_broker_soak(r: &serde_json::Value) {
+    assert_eq!(r["messages"], 5000);
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["duplicate_effects"], 0);
+    assert_eq!(r["order_violations"], 0);
+    assert_eq!(r["parked_unexpected"], 0);
+    assert!(
+        r["relay_kills"].as_u64().unwrap() >= 1,
+        "a relay was killed: {r}"
+    );
+    assert!(
+        r["consumer_kills"].as_u64().unwrap() >= 1,
+        "a consumer was killed: {r}"
+    );
 }

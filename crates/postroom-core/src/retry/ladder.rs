@@ -80,14 +80,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("bad duration {s:?}: expected e.g. 250ms, 5s, 5m, 1h"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" | "" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
+    let seconds_per = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "s" | "" => 1,
+        "m" => 60,
+        "h" => 3600,
         _ => return Err(format!("bad duration unit in {s:?}: use ms, s, m or h")),
     };
-    Ok(d)
+    n.checked_mul(seconds_per)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("duration {s:?} is too long"))
 }
 
 impl fmt::Display for RetryLadder {
@@ -107,5 +109,26 @@ impl FromStr for RetryLadder {
             .collect::<Result<Vec<_>, _>>()?;
         RetryLadder::new(delays)
             .ok_or_else(|| format!("bad ladder {s:?}: needs at least one non-zero delay"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_an_overflowing_one_is_an_error_not_a_panic() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        // A ladder in a topology file panicked here: `n * 60` overflowed u64.
+        let err = parse_duration("307445734561825861m").unwrap_err();
+        assert!(err.contains("too long"), "{err}");
+        assert!(parse_duration("5124095576030432h").is_err());
+        assert!("1s,307445734561825861m".parse::<RetryLadder>().is_err());
+        assert_eq!(
+            parse_duration("307445734561825860m"),
+            Ok(Duration::from_secs(307_445_734_561_825_860 * 60))
+        );
     }
 }

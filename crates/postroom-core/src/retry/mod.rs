@@ -1,11 +1,13 @@
-//! The retry budget (R8) as a pure decision.
+//! The retry budget as a pure decision.
 //!
 //! Given the attempt a message is on, when it happened, the time now and the class of the
 //! error, [`RetryPolicy::decide`] says: retry at ladder stage `k` after a jittered delay, or
 //! park with a reason. The delay lives in the broker; nothing here sleeps.
 
+pub mod headers;
 pub mod ladder;
 
+pub use headers::retry_headers;
 pub use ladder::RetryLadder;
 
 use crate::error::ErrorClass;
@@ -60,7 +62,9 @@ pub struct Attempt<'a> {
 }
 
 impl RetryPolicy {
-    /// A policy with this ladder and as many retries as stages.
+    /// A policy with this ladder and as many retries as stages (the default's other limits).
+    /// To state the number of retries separately, use
+    /// `RetryPolicy::default().ladder(l).retries(n)`.
     #[must_use]
     pub fn with_ladder(ladder: RetryLadder) -> Self {
         let max_retries = ladder.len() as u32;
@@ -69,6 +73,42 @@ impl RetryPolicy {
             max_retries,
             ..Self::default()
         }
+    }
+
+    /// Set the ladder, keeping the number of retries (the last stage repeats when retries
+    /// outnumber stages).
+    #[must_use]
+    pub fn ladder(mut self, ladder: RetryLadder) -> Self {
+        self.ladder = ladder;
+        self
+    }
+
+    /// Set the number of retries after the first delivery.
+    #[must_use]
+    pub fn retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Set the retries allowed for unclassified errors.
+    #[must_use]
+    pub fn unknown_retries(mut self, n: u32) -> Self {
+        self.max_unknown_retries = n;
+        self
+    }
+
+    /// Set the business deadline counted from `occurred_at` (`None`: no deadline).
+    #[must_use]
+    pub fn max_age(mut self, max_age: Option<Duration>) -> Self {
+        self.max_age = max_age;
+        self
+    }
+
+    /// Set the jitter fraction (added to each delay, never subtracted).
+    #[must_use]
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter;
+        self
     }
 
     /// Decide what to do after a failed attempt. `unit` is a random number in `[0, 1)`
@@ -102,9 +142,16 @@ impl RetryPolicy {
         let extra = stage_delay.mul_f64(self.jitter.max(0.0) * unit);
         let delay = stage_delay + extra;
         if let (Some(max_age), Some(occurred)) = (self.max_age, a.occurred_at) {
-            let deadline =
-                occurred + chrono::Duration::from_std(max_age).unwrap_or(chrono::TimeDelta::MAX);
-            let due = a.now + chrono::Duration::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
+            // Both sums saturate: a date near the end of the calendar has no deadline within
+            // it, and an absurd delay is due at the end of time.
+            let deadline = chrono::Duration::from_std(max_age)
+                .ok()
+                .and_then(|d| occurred.checked_add_signed(d))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
+            let due = chrono::Duration::from_std(delay)
+                .ok()
+                .and_then(|d| a.now.checked_add_signed(d))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
             if due > deadline {
                 return park(
                     a.code,
@@ -117,7 +164,7 @@ impl RetryPolicy {
             }
         }
         Disposition::Retry(RetryPlan {
-            attempt: a.attempt + 1,
+            attempt: a.attempt.saturating_add(1),
             stage,
             stage_delay,
             delay,

@@ -121,3 +121,53 @@ proptest! {
         }
     }
 }
+
+/// Inputs at the edges of their types give a decision, never a panic or a wrapped number:
+/// an `occurred_at` near the end of the calendar with a deadline, an attempt of `u32::MAX`.
+#[test]
+fn edge_inputs_decide_without_panicking() {
+    let p = RetryPolicy::default().retries(u32::MAX);
+    let now = Utc::now();
+    let far = DateTime::<Utc>::MAX_UTC - chrono::Duration::seconds(1);
+    let a = Attempt {
+        attempt: 0,
+        occurred_at: Some(far),
+        now,
+        class: ErrorClass::Transient,
+        code: "e",
+        message: "m",
+    };
+    assert!(matches!(p.decide(&a, 0.5), Disposition::Retry(_)));
+    let a = Attempt {
+        attempt: u32::MAX - 1,
+        occurred_at: Some(now),
+        now,
+        class: ErrorClass::Transient,
+        code: "e",
+        message: "m",
+    };
+    match p.decide(&a, 0.5) {
+        Disposition::Retry(r) => assert_eq!(r.attempt, u32::MAX),
+        other => panic!("{other:?}"),
+    }
+    let a = Attempt {
+        attempt: u32::MAX,
+        ..a
+    };
+    assert!(matches!(p.decide(&a, 0.5), Disposition::Park(_)));
+}
+
+#[test]
+fn retries_and_ladder_are_stated_separately() {
+    let p = RetryPolicy::default()
+        .ladder("1s".parse().unwrap())
+        .retries(3);
+    assert_eq!(p.max_retries, 3);
+    assert_eq!(p.ladder.len(), 1);
+    for n in 0..3 {
+        assert!(matches!(
+            p.decide(&at(n, ErrorClass::Transient, 0).0, 0.0),
+            Disposition::Retry(ref r) if r.stage_delay == Duration::from_secs(1)
+        ));
+    }
+}

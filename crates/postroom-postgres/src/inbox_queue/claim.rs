@@ -60,13 +60,13 @@ impl InboxQueue {
             let gap: Option<f64> = r.try_get("gap_for").pg()?;
             out.push(Claimed {
                 id: r.try_get("id").pg()?,
-                message: ReceivedMessage {
-                    id: Some(MessageId::from(id)),
-                    routing_key: r.try_get("routing_key").pg()?,
+                message: ReceivedMessage::new(
+                    Some(MessageId::from(id)),
+                    r.try_get::<String, _>("routing_key").pg()?,
                     headers,
-                    body: r.try_get("body").pg()?,
-                    redelivered: attempts > 0,
-                },
+                    r.try_get("body").pg()?,
+                )
+                .redelivered(attempts > 0),
                 attempts,
                 order: key.zip(seq.and_then(|s| u64::try_from(s).ok())),
                 last_seq: last.and_then(|s| u64::try_from(s).ok()),

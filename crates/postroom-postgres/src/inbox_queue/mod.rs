@@ -1,4 +1,4 @@
-//! Inbox-queue mode (R6, seed 003): persist, then ack.
+//! Inbox-queue mode (seed 003): persist, then ack.
 //!
 //! The subscriber side ([`InboxQueue::ingest`]) only stores each message in
 //! `{prefix}inbox_queue` (deduplicated by `(consumer, message_id)`) and acknowledges it at
@@ -22,9 +22,10 @@ mod worker;
 
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
-use postroom_core::consumer::ConsumerConfig;
+use postroom_core::consumer::{ConsumerConfig, Step};
+use postroom_core::inbox_feed::{FeedCounts, InboxFeed, run_feed};
 use postroom_core::{
-    Delivery, Envelope, Error, ErrorKind, Handler, MessageId, ReceivedMessage, Result, Subscriber,
+    Envelope, Error, ErrorKind, Handler, MessageId, ReceivedMessage, Result, Subscriber,
 };
 use sqlx::PgPool;
 use sqlx::types::Json;
@@ -87,6 +88,26 @@ impl InboxQueueConfig {
     }
 }
 
+/// The `x-redrive-count` header of a `headers` JSONB expression as a number (0 when absent or
+/// not a number).
+fn redrive_count_sql(headers: &str) -> String {
+    format!(
+        "(CASE WHEN {headers}->>'{h}' ~ '^[0-9]{{1,9}}$' THEN ({headers}->>'{h}')::int ELSE 0 END)",
+        h = postroom_core::message::headers::REDRIVE_COUNT
+    )
+}
+
+#[postroom_core::async_trait]
+impl InboxFeed for InboxQueue {
+    fn consumer(&self) -> &str {
+        &self.config.consumer.name
+    }
+
+    async fn store(&self, msg: &ReceivedMessage) -> Result<bool> {
+        InboxQueue::store(self, msg).await
+    }
+}
+
 /// One consumer's inbox queue.
 #[derive(Clone, Debug)]
 pub struct InboxQueue {
@@ -106,8 +127,9 @@ impl InboxQueue {
         })
     }
 
-    /// Store `msg`; `true` when it is new (or was parked and comes back by a redrive), `false`
-    /// for a duplicate. In ordered mode the key and sequence are the envelope's aggregate key
+    /// Store `msg`; `true` when it is new (or was parked and comes back by a redrive: its
+    /// `x-redrive-count` is higher than the parked copy's), `false` for a duplicate. A
+    /// duplicate delivery never brings a parked row back: only an operator's redrive does. In ordered mode the key and sequence are the envelope's aggregate key
     /// and version; an undecodable body is stored without them (and parked by a worker).
     pub async fn store(&self, msg: &ReceivedMessage) -> Result<bool> {
         let envelope: Option<Envelope> = serde_json::from_slice(&msg.body).ok();
@@ -128,7 +150,9 @@ impl InboxQueue {
              ON CONFLICT (consumer, message_id) DO UPDATE SET
                  status = 'pending', attempts = 0, available_at = now(), headers = EXCLUDED.headers,
                  last_error = NULL, gap_since = NULL, locked_by = NULL, locked_until = NULL
-             WHERE q.status = 'parked'",
+             WHERE q.status = 'parked' AND {redriven} > {parked}",
+            redriven = redrive_count_sql("EXCLUDED.headers"),
+            parked = redrive_count_sql("q.headers"),
             p = self.prefix
         );
         let done = sqlx::query(&sql)
@@ -147,41 +171,20 @@ impl InboxQueue {
 
     /// Persist-then-ack until `shutdown` turns true: each delivery is stored, then acked. A
     /// failed store leaves the delivery unacked (the transport redelivers it).
-    pub async fn ingest<S: Subscriber>(
+    pub async fn ingest<S: Subscriber>(&self, subscriber: S, shutdown: watch::Receiver<bool>) {
+        self.feed("default", subscriber, shutdown).await;
+    }
+
+    /// [`InboxQueue::ingest`] under a feed name (the metrics' `feed` label): several feeds
+    /// (one per broker while a system moves between brokers) may fill the same queue at once,
+    /// deduplicated by message id; returns what this feed stored and found already there.
+    pub async fn feed<S: Subscriber>(
         &self,
-        mut subscriber: S,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        while !*shutdown.borrow() {
-            let next = tokio::select! {
-                n = subscriber.next(self.config.poll_interval.max(Duration::from_millis(100))) => n,
-                _ = shutdown.changed() => continue,
-            };
-            let delivery = match next {
-                Ok(Some(d)) => d,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "inbox queue: receive failed");
-                    tokio::time::sleep(self.config.poll_interval).await;
-                    continue;
-                }
-            };
-            if let Err(e) = self.store(delivery.message()).await {
-                tracing::warn!(error = %e, "inbox queue: store failed; leaving the delivery unacked");
-                tokio::time::sleep(self.config.poll_interval).await;
-                continue;
-            }
-            let mut d = delivery;
-            for try_no in 0..3u32 {
-                match d.ack().await {
-                    Ok(()) => break,
-                    Err((e, back)) => {
-                        tracing::warn!(error = %e, try_no, "inbox queue: ack failed; the copy will be deduplicated");
-                        d = back;
-                    }
-                }
-            }
-        }
+        feed: &str,
+        subscriber: S,
+        shutdown: watch::Receiver<bool>,
+    ) -> FeedCounts {
+        run_feed(self, feed, subscriber, self.config.poll_interval, shutdown).await
     }
 
     /// Run `config.workers` workers with `handler` until `shutdown` turns true; returns once
@@ -192,10 +195,12 @@ impl InboxQueue {
         shutdown: watch::Receiver<bool>,
     ) {
         let mut tasks = Vec::with_capacity(self.config.workers);
+        // One decision step for all workers: they share the circuit breaker and counters.
+        let step = Step::new(self.config.consumer.clone(), handler);
         for n in 0..self.config.workers {
             let w = worker::Worker::new(
                 self.clone(),
-                handler.clone(),
+                step.clone(),
                 format!("{}-w{n}-{}", self.config.consumer.name, MessageId::new()),
             );
             tasks.push(tokio::spawn(w.run(shutdown.clone())));

@@ -3,29 +3,37 @@
 
 use super::InboxQueue;
 use super::claim::Claimed;
-use postroom_core::consumer::{parked_record, retry_headers};
+use postroom_core::consumer::Step;
+use postroom_core::consumer::breaker::Admission;
+use postroom_core::metrics as m;
 use postroom_core::ordering::{VersionDecision, check_version};
-use postroom_core::retry::Attempt;
-use postroom_core::{
-    Disposition, ErrorClass, Handled, Handler, HandlerError, Incoming, ParkReason, Result,
-};
-use std::sync::Arc;
+use postroom_core::outcome::codes;
+use postroom_core::retry::retry_headers;
+use postroom_core::{Disposition, Envelope, Handler, HandlerError, ParkReason, Result};
 use tokio::sync::watch;
 
 pub(super) struct Worker<H: ?Sized> {
     queue: InboxQueue,
-    handler: Arc<H>,
+    step: Step<H>,
     id: String,
 }
 
 impl<H: Handler + ?Sized> Worker<H> {
-    pub(super) fn new(queue: InboxQueue, handler: Arc<H>, id: String) -> Self {
-        Self { queue, handler, id }
+    pub(super) fn new(queue: InboxQueue, step: Step<H>, id: String) -> Self {
+        Self { queue, step, id }
     }
 
     pub(super) async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let idle = self.queue.config.poll_interval;
-        while !*shutdown.borrow() {
+        // A dropped sender counts as a shutdown, so a lost handle never spins this loop.
+        while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
+            if let Admission::Wait(pause) = self.step.breaker().admit() {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = shutdown.changed() => {}
+                }
+                continue;
+            }
             let rows = match self.queue.claim(&self.id).await {
                 Ok(rows) => rows,
                 Err(e) => {
@@ -33,6 +41,7 @@ impl<H: Handler + ?Sized> Worker<H> {
                     Vec::new()
                 }
             };
+            self.step.breaker().pulled(!rows.is_empty());
             if rows.is_empty() {
                 tokio::select! {
                     _ = tokio::time::sleep(idle) => {}
@@ -48,18 +57,17 @@ impl<H: Handler + ?Sized> Worker<H> {
         }
     }
 
+    /// The consumer loop's decision step (crash-loop bound, decode, handler under its
+    /// timeout, retry budget), with ordered mode's gap handling before the handler.
     async fn process(&self, row: &Claimed) -> Result<()> {
-        let cfg = &self.queue.config.consumer;
-        let envelope = match cfg.decoder.decode(&row.message.body) {
+        let cfg = self.step.config();
+        if let Some(reason) = self.step.crash_loop(&row.message) {
+            let envelope = self.step.decode(&row.message).ok();
+            return self.park(row, envelope.as_ref(), reason).await;
+        }
+        let envelope = match self.step.decode(&row.message) {
             Ok(e) => e,
-            Err(e) => {
-                let reason = ParkReason {
-                    error_class: ErrorClass::Permanent,
-                    error_code: e.code().into(),
-                    error_message: e.to_string(),
-                };
-                return self.park(row, None, reason).await;
-            }
+            Err(reason) => return self.park(row, None, reason).await,
         };
         if let (Some(mode), Some((key, seq))) = (&self.queue.config.ordered, &row.order) {
             match check_version(row.last_seq, *seq, 1) {
@@ -76,8 +84,9 @@ impl<H: Handler + ?Sized> Worker<H> {
                     }
                     let err = gap
                         .gap_error(key)
-                        .unwrap_or_else(|| HandlerError::transient("version_gap", "gap"));
-                    metrics::counter!("postroom_inbox_queue_gap_parked_total", "consumer" => cfg.name.clone()).increment(1);
+                        .unwrap_or_else(|| HandlerError::transient(codes::VERSION_GAP, "gap"));
+                    metrics::counter!(m::INBOX_QUEUE_GAP_PARKED, "consumer" => cfg.name.clone())
+                        .increment(1);
                     tracing::error!(consumer = %cfg.name, key = %key, seq, waited_ms = waited.as_millis() as u64,
                         "ALERT: sequence gap never filled; parking the waiting message");
                     let reason = ParkReason {
@@ -89,37 +98,11 @@ impl<H: Handler + ?Sized> Worker<H> {
                 }
             }
         }
-        let incoming = Incoming {
-            envelope,
-            attempt: row.attempts,
-            redelivered: row.message.redelivered,
-            routing_key: row.message.routing_key.clone(),
-            headers: row.message.headers.clone(),
-        };
-        let result =
-            match tokio::time::timeout(cfg.handler_timeout, self.handler.handle(&incoming)).await {
-                Ok(r) => r,
-                Err(_) => Err(HandlerError::transient(
-                    "handler_timeout",
-                    format!("handler took over {:?}", cfg.handler_timeout),
-                )),
-            };
-        let err = match result {
-            Ok(Handled::Applied | Handled::Duplicate | Handled::BusinessOutcome(_)) => {
-                self.queue.mark_done(&self.id, row).await?;
-                return Ok(());
-            }
-            Err(err) => err,
-        };
-        let attempt = Attempt {
-            attempt: row.attempts,
-            occurred_at: Some(incoming.envelope.occurred_at),
-            now: chrono::Utc::now(),
-            class: err.class,
-            code: &err.code,
-            message: &err.message,
-        };
-        match cfg.retry.decide(&attempt, rand::random()) {
+        match self
+            .step
+            .handle(&row.message, &envelope, row.attempts)
+            .await
+        {
             Disposition::Ack => {
                 self.queue.mark_done(&self.id, row).await?;
             }
@@ -137,10 +120,11 @@ impl<H: Handler + ?Sized> Worker<H> {
                         Some((plan.attempt, &headers, &text)),
                     )
                     .await?;
-                metrics::counter!("postroom_inbox_queue_retried_total", "consumer" => cfg.name.clone()).increment(1);
+                metrics::counter!(m::INBOX_QUEUE_RETRIED, "consumer" => cfg.name.clone())
+                    .increment(1);
             }
             Disposition::Park(reason) => {
-                self.park(row, Some(&incoming.envelope), reason).await?;
+                self.park(row, Some(&envelope), reason).await?;
             }
         }
         Ok(())
@@ -149,13 +133,13 @@ impl<H: Handler + ?Sized> Worker<H> {
     async fn park(
         &self,
         row: &Claimed,
-        envelope: Option<&postroom_core::Envelope>,
+        envelope: Option<&Envelope>,
         reason: ParkReason,
     ) -> Result<()> {
-        let cfg = &self.queue.config.consumer;
-        let record = parked_record(cfg, &row.message, envelope, &reason);
+        let cfg = self.step.config();
+        let record = postroom_core::consumer::parked_record(cfg, &row.message, envelope, &reason);
         if self.queue.park(&self.id, row, &record).await? {
-            metrics::counter!("postroom_inbox_queue_parked_total", "consumer" => cfg.name.clone(), "code" => reason.error_code.clone())
+            metrics::counter!(m::INBOX_QUEUE_PARKED, "consumer" => cfg.name.clone(), "code" => reason.error_code.clone())
                 .increment(1);
             tracing::warn!(consumer = %cfg.name, code = %reason.error_code, "inbox queue: message parked");
         }

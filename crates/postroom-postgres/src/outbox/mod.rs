@@ -323,7 +323,7 @@ fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool) -> String {
                 ORDER BY o.seq LIMIT $1 FOR UPDATE),
              {scan}, {lease},
              x AS (
-                SELECT count(pg_notify($8, '')) AS notified
+                SELECT count(pg_notify(current_schema() || '.' || $8, '')) AS notified
                 FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM a)) AS left_over)
              SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
              FROM x LEFT JOIN l ON true",
@@ -398,7 +398,7 @@ impl OutboxStore for PgOutbox {
         let sql = format!(
             "WITH u AS (UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
                         WHERE id = ANY($1) AND published_at IS NULL RETURNING 1)
-             SELECT pg_notify($2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
+             SELECT pg_notify(current_schema() || '.' || $2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
             p = self.prefix
         );
         sqlx::query(&sql)

@@ -236,6 +236,11 @@ async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error
         .await?;
     let mut l = PgListener::connect_with(&own).await?;
     l.ignore_pool_close_event(true);
-    l.listen(channel).await?;
+    // Channels are per database: the schema the tables live in is part of the name, so two
+    // installations with one prefix in two schemas do not wake each other's relays.
+    let schema: String = sqlx::query_scalar("SELECT current_schema()")
+        .fetch_one(&mut l)
+        .await?;
+    l.listen(&format!("{schema}.{channel}")).await?;
     Ok(l)
 }

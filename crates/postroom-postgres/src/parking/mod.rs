@@ -1,6 +1,8 @@
 //! The parking lot (R11) in PostgreSQL: parked messages with every diagnostic, searched with
 //! the exact semantics of [`ParkingFilter::matches`], and resumable redrive runs (R12).
 
+mod archive;
+mod audit;
 mod filter;
 mod redrive;
 pub(crate) mod row;
@@ -102,8 +104,17 @@ impl ParkingStore for PgParking {
         redrive::pending(&self.pool, &self.prefix, run_id, limit).await
     }
 
-    async fn mark_redriven(&self, run_id: &str, consumer: &str, id: MessageId) -> Result<()> {
-        redrive::mark(&self.pool, &self.prefix, run_id, consumer, id).await
+    async fn mark_redriven(&self, run_id: &str, sent: &ParkedMessage) -> Result<bool> {
+        redrive::mark(&self.pool, &self.prefix, run_id, sent).await
+    }
+
+    async fn mark_redrive_skipped(
+        &self,
+        run_id: &str,
+        skipped: &ParkedMessage,
+        reason: &str,
+    ) -> Result<()> {
+        redrive::skip(&self.pool, &self.prefix, run_id, skipped, reason).await
     }
 
     async fn purge(&self, before: DateTime<Utc>) -> Result<u64> {

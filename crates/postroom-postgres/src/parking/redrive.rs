@@ -5,7 +5,7 @@
 use super::{filter, limit_of, row};
 use crate::error::{SqlxResultExt, commit};
 use crate::schema::TablePrefix;
-use postroom_core::{MessageId, ParkedMessage, ParkingFilter, RedriveRun, Result};
+use postroom_core::{ParkedMessage, ParkingFilter, RedriveRun, Result};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
@@ -128,20 +128,20 @@ pub(super) async fn mark(
     pool: &PgPool,
     p: &TablePrefix,
     run_id: &str,
-    consumer: &str,
-    id: MessageId,
-) -> Result<()> {
+    sent: &ParkedMessage,
+) -> Result<bool> {
     let mut tx = pool.begin().await.pg()?;
     let first = sqlx::query(&format!(
-        "UPDATE {p}redrive_items SET done_at = now()
+        "UPDATE {p}redrive_items SET done_at = now(), outcome = 'redriven'
          WHERE run_id = $1 AND consumer = $2 AND message_id = $3 AND done_at IS NULL"
     ))
     .bind(run_id)
-    .bind(consumer)
-    .bind(id.as_uuid())
+    .bind(&sent.consumer)
+    .bind(sent.message_id.as_uuid())
     .execute(&mut *tx)
     .await
     .pg()?;
+    let mut flipped = false;
     if first.rows_affected() == 1 {
         sqlx::query(&format!(
             "UPDATE {p}redrive_runs SET done = done + 1 WHERE id = $1"
@@ -150,12 +150,50 @@ pub(super) async fn mark(
         .execute(&mut *tx)
         .await
         .pg()?;
-        sqlx::query(&format!(
+        // Only the parking that was read and sent back: a copy parked again since then has
+        // another parked_at and a higher redrive_count, and stays parked.
+        let marked = sqlx::query(&format!(
             "UPDATE {p}parked SET status = 'redriven', redrive_count = redrive_count + 1
-             WHERE consumer = $1 AND message_id = $2"
+             WHERE consumer = $1 AND message_id = $2 AND status = 'parked'
+               AND parked_at = $3 AND redrive_count = $4"
         ))
-        .bind(consumer)
-        .bind(id.as_uuid())
+        .bind(&sent.consumer)
+        .bind(sent.message_id.as_uuid())
+        .bind(sent.parked_at)
+        .bind(i32::try_from(sent.redrive_count).unwrap_or(i32::MAX))
+        .execute(&mut *tx)
+        .await
+        .pg()?;
+        flipped = marked.rows_affected() == 1;
+    }
+    commit(tx).await?;
+    Ok(flipped)
+}
+
+pub(super) async fn skip(
+    pool: &PgPool,
+    p: &TablePrefix,
+    run_id: &str,
+    skipped: &ParkedMessage,
+    reason: &str,
+) -> Result<()> {
+    let mut tx = pool.begin().await.pg()?;
+    let first = sqlx::query(&format!(
+        "UPDATE {p}redrive_items SET done_at = now(), outcome = $4
+         WHERE run_id = $1 AND consumer = $2 AND message_id = $3 AND done_at IS NULL"
+    ))
+    .bind(run_id)
+    .bind(&skipped.consumer)
+    .bind(skipped.message_id.as_uuid())
+    .bind(reason)
+    .execute(&mut *tx)
+    .await
+    .pg()?;
+    if first.rows_affected() == 1 {
+        sqlx::query(&format!(
+            "UPDATE {p}redrive_runs SET done = done + 1 WHERE id = $1"
+        ))
+        .bind(run_id)
         .execute(&mut *tx)
         .await
         .pg()?;

@@ -1,4 +1,4 @@
-//! Backlog figures of a consumer's queue (R15).
+//! Backlog figures of a consumer's queue.
 
 use super::PgQueue;
 use crate::error::SqlxResultExt;

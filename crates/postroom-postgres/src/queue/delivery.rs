@@ -5,7 +5,7 @@ use crate::error::{SqlxResultExt, commit};
 use crate::parking::row;
 use crate::schema::TablePrefix;
 use async_trait::async_trait;
-use postroom_core::consumer::retry_headers;
+use postroom_core::retry::retry_headers;
 use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, ParkedMessage, ReceivedMessage, Result, RetryPlan,

@@ -11,7 +11,7 @@
 
 mod backlog;
 mod delivery;
-pub mod pattern;
+
 mod subscriber;
 
 pub use delivery::PgDelivery;
@@ -21,9 +21,14 @@ use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
 use async_trait::async_trait;
 use postroom_core::message::headers as h;
-use postroom_core::{Error, ErrorKind, OutgoingMessage, Publisher, Result, Route};
+use postroom_core::{
+    Backlog, BacklogProbe, BoxSubscriber, Capabilities, DelayCapability, Error, ErrorKind,
+    KeyOrdering, OutgoingMessage, Publisher, RedeliveryCounting, Result, Route, Subscription,
+    Transport,
+};
 use sqlx::PgPool;
 use sqlx::types::Json;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Settings of a [`PgQueue`].
@@ -42,7 +47,7 @@ pub struct QueueConfig {
 impl Default for QueueConfig {
     fn default() -> Self {
         Self {
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(60),
             prefetch: 1,
             poll_interval: Duration::from_millis(50),
         }
@@ -125,7 +130,10 @@ impl PgQueue {
              ON CONFLICT (consumer, pattern) DO NOTHING",
             p = self.prefix
         );
-        let regexes: Vec<String> = topics.iter().map(|t| pattern::to_regex(t)).collect();
+        let regexes: Vec<String> = topics
+            .iter()
+            .map(|t| postroom_core::pattern::to_regex(t))
+            .collect();
         sqlx::query(&sql)
             .bind(consumer)
             .bind(topics)
@@ -196,5 +204,61 @@ impl Publisher for PgQueue {
             )),
             _ => Ok(()),
         }
+    }
+}
+
+/// Longest delay the table keeps (a year: far beyond any sane retry ladder).
+const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+#[async_trait]
+impl Transport for PgQueue {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            delay: DelayCapability::UpTo(MAX_DELAY),
+            redelivery: RedeliveryCounting {
+                counted: true,
+                native_limit: None,
+            },
+            ownership: Some(self.config.lease),
+            ordering: KeyOrdering::None,
+            // PostgreSQL's limit on one bytea value.
+            max_message_bytes: 1 << 30,
+        }
+    }
+
+    fn publisher(&self) -> Arc<dyn Publisher> {
+        Arc::new(self.clone())
+    }
+
+    async fn bind(&self, subscription: &Subscription) -> Result<()> {
+        PgQueue::bind(self, &subscription.consumer, &subscription.route_refs()).await
+    }
+
+    async fn subscribe(&self, subscription: &Subscription) -> Result<BoxSubscriber> {
+        subscription.validate()?;
+        let queue = PgQueue::new(
+            self.pool.clone(),
+            self.prefix.clone(),
+            self.config.clone().prefetch(subscription.prefetch),
+        )?;
+        Ok(BoxSubscriber::new(
+            queue
+                .subscribe(&subscription.consumer, &subscription.route_refs())
+                .await?,
+        ))
+    }
+
+    async fn dead_letters(&self, _consumer: &str) -> Result<Option<BoxSubscriber>> {
+        // Parking writes straight into the parking table, in the transaction that removes
+        // the queue row.
+        Ok(None)
+    }
+
+    async fn backlog(&self, consumer: &str) -> Result<Backlog> {
+        BacklogProbe::backlog(self, consumer).await
     }
 }

@@ -76,13 +76,14 @@ impl PgSubscriber {
             let headers: Json<Headers> = r.try_get("headers").pg()?;
             let count: i32 = r.try_get("delivery_count").pg()?;
             let id: uuid::Uuid = r.try_get("message_id").pg()?;
-            let message = ReceivedMessage {
-                id: Some(MessageId::from(id)),
-                routing_key: r.try_get("routing_key").pg()?,
-                headers: headers.0,
-                body: r.try_get("body").pg()?,
-                redelivered: count > 1,
-            };
+            let message = ReceivedMessage::new(
+                Some(MessageId::from(id)),
+                r.try_get::<String, _>("routing_key").pg()?,
+                headers.0,
+                r.try_get("body").pg()?,
+            )
+            .redelivered(count > 1)
+            .deliveries(u32::try_from(count).unwrap_or(0));
             let visible_at: chrono::DateTime<chrono::Utc> = r.try_get("visible_at").pg()?;
             let row_id: i64 = r.try_get("id").pg()?;
             let token: uuid::Uuid = r.try_get("lease_token").pg()?;

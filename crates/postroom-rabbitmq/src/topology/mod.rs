@@ -58,6 +58,41 @@ impl Topology {
         self.config.names(consumer)
     }
 
+    /// Delete the workload from the broker (decommissioning it, a test's cleanup): every
+    /// queue, exchange and policy named with its prefix, and its work exchange too when that
+    /// carries no prefix (the default `orders`) and nothing of another workload is bound to
+    /// it any more. Returns how many objects were deleted.
+    pub async fn delete(&self) -> Result<usize> {
+        let prefix = &self.config.prefix;
+        let mut n = self
+            .api
+            .delete_everything_named(&format!("{prefix}."))
+            .await?;
+        let exchange = &self.config.exchange;
+        if exchange.is_empty() || exchange.starts_with(&format!("{prefix}.")) {
+            return Ok(n);
+        }
+        let shared = self
+            .api
+            .bindings()
+            .await?
+            .iter()
+            .any(|b| &b.source == exchange);
+        if shared {
+            tracing::info!(exchange = %exchange, "work exchange kept: other workloads are bound to it");
+        } else if self
+            .api
+            .exchanges()
+            .await?
+            .iter()
+            .any(|e| &e.name == exchange)
+        {
+            self.api.delete_exchange(exchange).await?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// What `apply` would change; empty on an up-to-date broker.
     pub async fn plan(&self) -> Result<Vec<Change>> {
         let (exchanges, queues, bindings, policies) = tokio::try_join!(

@@ -3,6 +3,7 @@
 //! broker fails the test; it is never skipped.
 #![allow(dead_code)]
 
+pub mod node;
 pub mod probe;
 
 use postroom_rabbitmq::{
@@ -10,7 +11,7 @@ use postroom_rabbitmq::{
     TopologyConfig,
 };
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// AMQP endpoint.
 pub fn amqp_url() -> String {
@@ -32,6 +33,7 @@ pub fn rand_suffix() -> String {
 /// One test's isolated workload on the shared broker.
 pub struct TestRabbit {
     pub prefix: String,
+    pub api_url: String,
     pub config: Mutex<TopologyConfig>,
     pub api: ManagementApi,
     pub broker: Arc<Broker>,
@@ -40,6 +42,16 @@ pub struct TestRabbit {
 impl TestRabbit {
     /// A workload `pr-<random>` with its own work exchange and `ladder`.
     pub async fn new(ladder: &str) -> Self {
+        Self::on(&amqp_url(), &api_url(), ladder, |_| {}).await
+    }
+
+    /// A workload on the broker at `amqp` / `api`, its link's options changed by `tweak`.
+    pub async fn on(
+        amqp: &str,
+        api_url: &str,
+        ladder: &str,
+        tweak: impl FnOnce(&mut postroom_rabbitmq::BrokerOptions),
+    ) -> Self {
         let prefix = format!("prt-{}", rand_suffix());
         let config = TopologyConfig {
             prefix: prefix.clone(),
@@ -48,27 +60,25 @@ impl TestRabbit {
             delivery_limit: 5,
             ..TopologyConfig::default()
         };
-        let api = ManagementApi::new(&api_url(), "/").expect("management API URL");
-        let options = postroom_rabbitmq::BrokerOptions {
+        let api = ManagementApi::new(api_url, "/").expect("management API URL");
+        let mut options = postroom_rabbitmq::BrokerOptions {
             connection_name: prefix.clone(),
             ..Default::default()
         };
-        let broker = Broker::connect_with(&amqp_url(), options)
+        tweak(&mut options);
+        let broker = Broker::connect_with(amqp, options)
             .await
             .unwrap_or_else(|e| {
-                panic!(
-                    "RabbitMQ is required at {} (set POSTROOM_TEST_AMQP): {e}",
-                    amqp_url()
-                )
+                panic!("RabbitMQ is required at {amqp} (set POSTROOM_TEST_AMQP): {e}")
             });
         api.exchanges().await.unwrap_or_else(|e| {
             panic!(
-                "the management API is required at {} (set POSTROOM_TEST_RABBIT_API): {e}",
-                api_url()
+                "the management API is required at {api_url} (set POSTROOM_TEST_RABBIT_API): {e}"
             )
         });
         Self {
             prefix,
+            api_url: api_url.to_string(),
             config: Mutex::new(config),
             api,
             broker,
@@ -134,6 +144,32 @@ impl TestRabbit {
         self.api.unbind(&b).await.unwrap();
     }
 
+    /// The workload as a postroom transport (the current configuration).
+    pub fn transport(&self) -> postroom_rabbitmq::RabbitTransport {
+        postroom_rabbitmq::RabbitTransport::new(
+            self.broker.clone(),
+            self.cfg(),
+            Some(self.api.clone()),
+        )
+        .expect("transport")
+    }
+
+    /// Move `consumer`'s parking queue into `store` until it stays empty for `idle`.
+    pub async fn ingest<S: postroom_core::ParkingStore + ?Sized>(
+        &self,
+        consumer: &str,
+        store: Arc<S>,
+        idle: Duration,
+    ) -> postroom_core::Result<u64> {
+        postroom_core::parking::ingest::ingest_dead_letters(
+            &self.transport(),
+            consumer,
+            store,
+            idle,
+        )
+        .await
+    }
+
     /// Messages in a queue per the management API (refreshed every few seconds by the broker).
     pub async fn queue_messages(&self, queue: &str) -> u64 {
         self.api
@@ -148,7 +184,7 @@ impl TestRabbit {
 impl Drop for TestRabbit {
     fn drop(&mut self) {
         let prefix = self.prefix.clone();
-        let url = api_url();
+        let url = self.api_url.clone();
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -165,21 +201,9 @@ impl Drop for TestRabbit {
     }
 }
 
-/// Poll until `f` holds or `timeout` passes.
-pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    f().await
-}
+/// Poll until a condition holds or a timeout passes.
+#[allow(unused_imports)]
+pub use postroom_testkit::cases::wait_for as eventually;
 
 /// A fresh SQLite store in a temp dir (kept alive by the returned guard).
 pub async fn sqlite() -> (Arc<postroom_sqlite::SqliteStore>, tempfile::TempDir) {
@@ -191,10 +215,5 @@ pub async fn sqlite() -> (Arc<postroom_sqlite::SqliteStore>, tempfile::TempDir) 
 }
 
 /// An `order.created` envelope.
-pub fn order(id: &str, version: u64) -> postroom_core::Envelope {
-    postroom_core::Envelope::builder("order.created", "tests")
-        .aggregate("order", id, version)
-        .correlation_id(format!("corr-{id}"))
-        .data(serde_json::json!({"order_id": id}))
-        .build()
-}
+#[allow(unused_imports)]
+pub use postroom_testkit::cases::order;

@@ -1,0 +1,201 @@
+//! Scenario e2e: the whole path on one workload, measured three ways in the same run.
+//!
+//! N orders on RabbitMQ quorum queues; a share fails once and is retried by the broker after
+//! the delay, a share is undecodable and parked (dead-lettered) on its first delivery; each
+//! other order is applied as an inbox row + a counter update in one PostgreSQL transaction
+//! and acked after the commit. The time runs from the first publish (outbox write) until
+//! every order to apply was applied:
+//! - raw: lapin + sqlx written by hand (see [`raw`]), the baseline;
+//! - postroom through the outbox and the relay, with the per-message `Consumer`
+//!   (target ≥ 1× raw);
+//! - the same with the `BatchConsumer` (target ≥ 2× raw).
+//!
+//! Rates count every message of the run (N / time); the p50 / p99 latency is one message's,
+//! from its send (the start of its outbox transaction; the raw publish) to its commit.
+
+pub mod mix;
+pub mod postroom;
+pub mod raw;
+
+use crate::error::BenchError;
+use crate::payload::{median, percentile};
+use crate::report::{Load, Measurement, Target};
+use crate::resources::rabbit::Workload;
+use crate::{Ctx, PG_FSYNC_NOTE};
+use mix::{Kind, Mix};
+use postroom::{Mode, Shape};
+use postroom_core::RetryLadder;
+
+/// Figures of one implementation over the rounds.
+#[derive(Debug, Default)]
+struct Figures {
+    rates: Vec<f64>,
+    latencies_ms: Vec<f64>,
+}
+
+impl Figures {
+    fn add(&mut self, n: usize, elapsed: std::time::Duration, latencies: Vec<f64>) {
+        self.rates.push(super::rate(n, elapsed));
+        self.latencies_ms.extend(latencies);
+    }
+
+    fn summary(&mut self) -> serde_json::Value {
+        serde_json::json!({
+            "msg_per_sec": median(&self.rates),
+            "rounds": self.rates,
+            "p50_ms": percentile(&mut self.latencies_ms, 50.0),
+            "p99_ms": percentile(&mut self.latencies_ms, 99.0),
+            "max_ms": percentile(&mut self.latencies_ms, 100.0),
+        })
+    }
+}
+
+/// Run the three implementations `--rounds` times, rotating which goes first.
+pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
+    let a = &ctx.args;
+    let ladder: RetryLadder = a.e2e_retry_delay.parse().map_err(|e| {
+        BenchError::Config(format!("--e2e-retry-delay {:?}: {e}", a.e2e_retry_delay))
+    })?;
+    if ladder.len() != 1 {
+        return Err(BenchError::Config(format!(
+            "--e2e-retry-delay {:?}: give one delay",
+            a.e2e_retry_delay
+        )));
+    }
+    let mix = Mix {
+        n: a.messages(),
+        fail_share: a.e2e_fail_share,
+        poison_share: a.e2e_poison_share,
+    };
+    let (conc, lanes, batch) = (
+        usize::from(a.concurrency),
+        usize::from(a.e2e_lanes),
+        usize::from(a.batch),
+    );
+    let batched_prefetch =
+        u16::try_from((lanes * batch * 2).max(usize::from(a.e2e_prefetch))).unwrap_or(u16::MAX);
+    let w = Workload::create(&ctx.endpoints, "e2e", &a.e2e_retry_delay).await?;
+    let queues = raw::RawQueues::declare(&w, ladder.delays()[0]).await?;
+    let store = ctx
+        .db()?
+        .store(u32::try_from(conc.max(lanes) + 4).unwrap_or(64))
+        .await?;
+    let shape = |mode, concurrency, prefetch| Shape {
+        mode,
+        concurrency,
+        prefetch,
+        batch,
+        bytes: a.payload_bytes,
+        ladder: ladder.clone(),
+    };
+    let per_shape = shape(Mode::PerMessage, conc, a.e2e_prefetch);
+    let batched_shape = shape(Mode::Batched, lanes, batched_prefetch);
+    let (mut raw_f, mut per_f, mut batched_f) = Default::default();
+    let mut stats = serde_json::Map::new();
+    for r in 0..a.rounds() {
+        for k in 0..3 {
+            match (r + k) % 3 {
+                0 => {
+                    let (elapsed, lat) =
+                        raw::round(&w, &queues, store.pool(), mix, &per_shape).await?;
+                    Figures::add(&mut raw_f, mix.n, elapsed, lat);
+                }
+                1 => {
+                    let got = postroom::round(&w, &store, mix, &per_shape).await?;
+                    stats.insert("per_message".into(), stats_json(&got.stats));
+                    Figures::add(&mut per_f, mix.n, got.elapsed, got.latencies_ms);
+                }
+                _ => {
+                    let got = postroom::round(&w, &store, mix, &batched_shape).await?;
+                    stats.insert("batched".into(), stats_json(&got.stats));
+                    Figures::add(&mut batched_f, mix.n, got.elapsed, got.latencies_ms);
+                }
+            }
+        }
+    }
+    store.pool().close().await;
+    // The figures are measured: a broker that cannot be reached for the cleanup (another
+    // program restarting it) does not throw them away.
+    let prefix = w.prefix.clone();
+    if let Err(e) = w.delete().await {
+        eprintln!("postroom-bench: e2e: RabbitMQ objects named {prefix}* may be left behind: {e}");
+    }
+    let (raw_s, per_s, batched_s) = (raw_f.summary(), per_f.summary(), batched_f.summary());
+    let workload = serde_json::json!({
+        "messages": mix.n,
+        "fail_once": mix.count(Kind::FailsOnce),
+        "undecodable": mix.count(Kind::Undecodable),
+        "retry_delay": a.e2e_retry_delay,
+        "outbox_rows_per_transaction": batch,
+        "relay_batch": batch,
+        "raw_publish_window": batch,
+    });
+    let per_load = Load::new(a.payload_bytes, conc, usize::from(a.e2e_prefetch), 1, mix.n);
+    let batched_load = Load::new(
+        a.payload_bytes,
+        lanes,
+        usize::from(batched_prefetch),
+        batch,
+        mix.n,
+    );
+    let raw_kind = "raw lapin + sqlx service: pipelined confirms, workers with a transaction each, TTL retry queue, DLX for poison";
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let throughput = |name, ours: &serde_json::Value, target, load: &Load| {
+        Measurement::new(
+            name,
+            "e2e",
+            "msg/s",
+            f(ours, "msg_per_sec"),
+            f(&raw_s, "msg_per_sec"),
+            raw_kind,
+            Target::at_least(target),
+            load.clone(),
+        )
+        .detail("postroom", ours.clone())
+        .detail("raw", raw_s.clone())
+        .detail("workload", workload.clone())
+        .detail("consumer_stats", stats.clone())
+        .note(PG_FSYNC_NOTE)
+    };
+    let latency = |name, ours: &serde_json::Value, key: &str, load: &Load| {
+        Measurement::new(
+            name,
+            "e2e",
+            "ms",
+            f(ours, key),
+            f(&raw_s, key),
+            "raw service, same run: publish to commit",
+            Target::report(),
+            load.clone(),
+        )
+        .note("send (outbox transaction start; raw publish) to the commit that applied it; failed-once messages include the retry delay")
+    };
+    Ok(vec![
+        throughput("e2e_outbox_per_message", &per_s, 1.0, &per_load),
+        throughput("e2e_outbox_batched", &batched_s, 2.0, &batched_load),
+        latency("e2e_per_message_latency_p50", &per_s, "p50_ms", &per_load),
+        latency("e2e_per_message_latency_p99", &per_s, "p99_ms", &per_load),
+        latency(
+            "e2e_batched_latency_p50",
+            &batched_s,
+            "p50_ms",
+            &batched_load,
+        ),
+        latency(
+            "e2e_batched_latency_p99",
+            &batched_s,
+            "p99_ms",
+            &batched_load,
+        ),
+    ])
+}
+
+fn stats_json(s: &postroom_core::stats::StatsSnapshot) -> serde_json::Value {
+    serde_json::json!({
+        "applied": s.applied,
+        "duplicates": s.duplicates,
+        "retries_by_stage": s.retries_by_stage,
+        "parked_by_code": s.parked_by_code,
+        "settle_failures": s.settle_failures,
+    })
+}

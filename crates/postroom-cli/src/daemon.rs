@@ -1,0 +1,120 @@
+//! What the long-running commands (`serve`, `relay`, `ingest`) share: the store and the
+//! transport opened through the registry, a switch that SIGTERM and SIGINT turn, the
+//! Prometheus recorder, and a listener whose address is printed (port 0 picks a free one).
+
+use crate::cli::StoreArgs;
+use crate::config::ConfigFile;
+use crate::connect;
+use clap::Args;
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::registry::{QueueOptions, StoreOptions};
+use postroom_ops::{
+    OpsError, OpsResult, Pipeline, PipelineSpec, Registry, TopologyFile, TransportSpec, UrlText,
+    Workload,
+};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The database and, optionally, the broker a long-running command works on.
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Broker URL (amqp://…); without it, the queue in the database's own tables. Put the
+    /// password in POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here.
+    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
+    pub broker: Option<UrlText>,
+    /// Topology file: the consumers and the routes they take (TOML: prefix, ladder,
+    /// [[consumers]] name + bindings, and the broker's own keys). Needed with --broker
+    /// (default topology.toml); without a broker it is optional.
+    #[arg(long = "topology", env = "POSTROOM_TOPOLOGY", value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+}
+
+impl PipelineArgs {
+    /// Open the store (`create`: a SQLite file may be created) and its transport.
+    pub async fn open(
+        &self,
+        registry: &Registry,
+        config: &ConfigFile,
+        passwords: &PasswordArgs,
+        create: bool,
+    ) -> OpsResult<Pipeline> {
+        let database = connect::database(&self.store, config, passwords)?;
+        let broker = self
+            .broker
+            .as_ref()
+            .map(|b| connect::broker(b, passwords))
+            .transpose()?;
+        let transport = match (&self.topology, &broker) {
+            (Some(path), _) => TransportSpec::from_file(TopologyFile::read(path)?),
+            (None, Some(_)) => {
+                TransportSpec::from_file(TopologyFile::read(std::path::Path::new("topology.toml"))?)
+            }
+            (None, None) => TransportSpec::of(Workload {
+                prefix: "postroom".into(),
+                ladder: None,
+                consumers: Vec::new(),
+            }),
+        };
+        let spec = PipelineSpec {
+            database,
+            store: StoreOptions {
+                table_prefix: self
+                    .store
+                    .table_prefix
+                    .clone()
+                    .or_else(|| config.table_prefix.clone()),
+                must_exist: !create,
+            },
+            broker,
+            transport,
+            queue: QueueOptions::default(),
+        };
+        Pipeline::open(registry, &spec).await
+    }
+}
+
+/// A switch that turns true on SIGTERM or SIGINT.
+pub fn on_signals() -> OpsResult<watch::Receiver<bool>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let cannot = |e: std::io::Error| OpsError::failed(format!("cannot watch for signals: {e}"));
+    let mut term = signal(SignalKind::terminate()).map_err(cannot)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(cannot)?;
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("stopping: finishing the work in hand");
+        tx.send_replace(true);
+        // Keep the sender: a dropped one reads as a shutdown too, but only after this.
+        tx.closed().await;
+    });
+    Ok(rx)
+}
+
+/// Listen on `addr` and print `what listening on http://ADDR` (the address chosen when the
+/// port is 0) on stdout.
+pub async fn listen(addr: SocketAddr, what: &str) -> OpsResult<TcpListener> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| OpsError::usage(format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| OpsError::failed(format!("listener address: {e}")))?;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{what} listening on http://{bound}");
+    let _ = out.flush();
+    Ok(listener)
+}
+
+/// This process's Prometheus recorder.
+pub fn prometheus() -> OpsResult<postroom_console::metrics::PrometheusHandle> {
+    postroom_console::metrics::install_prometheus().map_err(OpsError::from)
+}

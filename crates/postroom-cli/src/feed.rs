@@ -1,0 +1,78 @@
+//! `postroom feed`: one consumer's deliveries from a broker stored into its inbox queue in
+//! PostgreSQL, each acked only after its insert committed, with `/metrics`, `/healthz` and
+//! `/readyz`, until SIGTERM. Two feeds on two brokers may fill the same inbox queue at once
+//! (the move from one broker to another): the table keeps one row per message id.
+
+use crate::config::ConfigFile;
+use crate::daemon::{self, PipelineArgs};
+use clap::Args;
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::{OpsError, OpsResult, Registry};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// `postroom feed`.
+#[derive(Debug, Args)]
+pub struct FeedArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// The consumer whose inbox queue this feeds (one of the topology's consumers; its
+    /// bindings are the routes taken).
+    #[arg(long)]
+    pub consumer: String,
+    /// Store each row with its aggregate key and version, for workers in ordered mode.
+    #[arg(long)]
+    pub ordered: bool,
+    /// Deliveries held unsettled at once.
+    #[arg(long, default_value_t = 16, value_parser = postroom_ops::limits::parse_limit)]
+    pub prefetch: usize,
+    /// Address of /metrics, /healthz and /readyz (port 0: a free one, printed).
+    #[arg(
+        long,
+        env = "POSTROOM_FEED_LISTEN",
+        default_value = "127.0.0.1:9466",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+}
+
+/// Feed until SIGTERM or SIGINT; prints what this feed stored and absorbed.
+pub async fn run(a: FeedArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
+    if a.pipeline.broker.is_none() {
+        return Err(OpsError::usage(
+            "postroom feed moves a broker's deliveries into the inbox queue: pass --broker",
+        ));
+    }
+    let shutdown = daemon::on_signals()?;
+    let prometheus = daemon::prometheus()?;
+    let registry = Registry::builtin();
+    let pipeline = a.pipeline.open(&registry, config, passwords, false).await?;
+    // Refuse a store without an inbox queue before listening.
+    pipeline.store.inbox_feed(&a.consumer, a.ordered)?;
+    let listener = daemon::listen(a.listen, "postroom feed").await?;
+    eprintln!(
+        "postroom feed: {} -> {} {} inbox queue of {}",
+        pipeline.transport.name(),
+        pipeline.store.driver(),
+        pipeline.store.location(),
+        a.consumer
+    );
+    let status = tokio::spawn(postroom_console::status::serve(
+        listener,
+        prometheus,
+        Arc::new(pipeline.clone()),
+        shutdown.clone(),
+    ));
+    let fed =
+        postroom_ops::feed::run_inbox_feed(&pipeline, &a.consumer, a.ordered, a.prefetch, shutdown)
+            .await;
+    pipeline.transport.close().await;
+    let _ = status.await;
+    let counts = fed?;
+    eprintln!(
+        "postroom feed: stopped; stored {}, duplicates absorbed {}",
+        counts.stored, counts.duplicates
+    );
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! `postroom ingest`: the continuous parking ingest — each consumer's dead-lettered copies
+//! moved from the broker into the parking store, acked only after their insert commits —
+//! with `/metrics`, `/healthz` and `/readyz`, until SIGTERM.
+
+use crate::config::ConfigFile;
+use crate::daemon::{self, PipelineArgs};
+use clap::Args;
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::{OpsError, OpsResult, Registry};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// `postroom ingest`.
+#[derive(Debug, Args)]
+pub struct IngestDaemonArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Address of /metrics, /healthz and /readyz (port 0: a free one, printed).
+    #[arg(
+        long,
+        env = "POSTROOM_INGEST_LISTEN",
+        default_value = "127.0.0.1:9465",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+}
+
+/// Ingest until SIGTERM or SIGINT.
+pub async fn run(a: IngestDaemonArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
+    if a.pipeline.broker.is_none() {
+        return Err(OpsError::usage(
+            "postroom ingest moves a broker's parked copies: pass --broker (without one, \
+             consumers park straight into the database and there is nothing to move)",
+        ));
+    }
+    let shutdown = daemon::on_signals()?;
+    let prometheus = daemon::prometheus()?;
+    let registry = Registry::builtin();
+    let pipeline = a.pipeline.open(&registry, config, passwords, true).await?;
+    let listener = daemon::listen(a.listen, "postroom ingest").await?;
+    eprintln!(
+        "postroom ingest: {} -> {} {} for {}",
+        pipeline.transport.name(),
+        pipeline.store.driver(),
+        pipeline.store.location(),
+        pipeline.consumers().join(", ")
+    );
+    let status = tokio::spawn(postroom_console::status::serve(
+        listener,
+        prometheus,
+        Arc::new(pipeline.clone()),
+        shutdown.clone(),
+    ));
+    postroom_ops::parking::ingest::run_ingest(&pipeline, shutdown).await;
+    pipeline.transport.close().await;
+    let _ = status.await;
+    Ok(())
+}

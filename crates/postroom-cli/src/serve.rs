@@ -1,0 +1,73 @@
+//! `postroom serve`: the web console over a database (and a broker), until SIGTERM.
+
+use crate::config::ConfigFile;
+use crate::daemon::{self, PipelineArgs};
+use clap::Args;
+use postroom_console::auth::{USERS_ENV, USERS_FILE_ENV};
+use postroom_console::{Auth, Backends, Console, ConsoleConfig, Users};
+use postroom_ops::args::PasswordArgs;
+use postroom_ops::time::parse_span;
+use postroom_ops::{OpsError, OpsResult, Registry};
+use std::net::SocketAddr;
+
+/// `postroom serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Address to listen on (port 0: a free one, printed). Off loopback, users are required:
+    /// they come from the file named by POSTROOM_CONSOLE_USERS_FILE or from
+    /// POSTROOM_CONSOLE_USERS, never from the command line.
+    #[arg(
+        long,
+        env = "POSTROOM_CONSOLE_LISTEN",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+    /// Mark the session cookie Secure (the console is reached over TLS, through a proxy).
+    #[arg(long)]
+    pub secure_cookies: bool,
+    /// How often the pipeline is sampled for the charts and the gauges (e.g. 10s).
+    #[arg(long, default_value = "10s", value_name = "SPAN")]
+    pub sample_every: String,
+    /// How long archived messages are kept before they may be purged (e.g. 30d).
+    #[arg(long, default_value = "30d", value_name = "SPAN")]
+    pub retention: String,
+}
+
+/// Run the console until SIGTERM or SIGINT.
+pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
+    let auth = match Users::from_env()? {
+        Some(users) if users.is_empty() => {
+            return Err(OpsError::usage(format!(
+                "{USERS_FILE_ENV} or {USERS_ENV} defines no user: nobody could log in"
+            )));
+        }
+        Some(users) => Auth::Users(users),
+        None => Auth::Disabled,
+    };
+    let mut console_config = ConsoleConfig::new(a.listen)
+        .auth(auth)
+        .sample_every(parse_span(&a.sample_every)?);
+    console_config.secure_cookies = a.secure_cookies;
+    console_config.retention = parse_span(&a.retention)?;
+    // Refuse auth off beyond loopback before anything is opened.
+    console_config.validate()?;
+    let shutdown = daemon::on_signals()?;
+    let registry = Registry::builtin();
+    let pipeline = a.pipeline.open(&registry, config, passwords, false).await?;
+    let backends = Backends::for_store(pipeline.store.as_ref(), Some(pipeline.transport.clone()))?;
+    let console_config = console_config.prometheus(daemon::prometheus()?);
+    let console = Console::new(backends.parking, backends.probe, console_config)?;
+    eprintln!(
+        "postroom serve: {} {}",
+        pipeline.store.driver(),
+        pipeline.store.location()
+    );
+    let listener = daemon::listen(a.listen, "postroom console").await?;
+    let served = console.serve(listener, shutdown).await;
+    pipeline.transport.close().await;
+    served.map_err(OpsError::from)
+}

@@ -1,0 +1,110 @@
+//! A long-running `postroom` command (serve, relay, ingest) as a child process: started,
+//! its printed address read, then stopped with SIGTERM or killed with SIGKILL.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running command; killed on drop if still running.
+pub struct Daemon {
+    child: Child,
+    /// `http://ADDR` it listens on.
+    pub base: String,
+}
+
+impl Daemon {
+    /// Start `postroom args…` in `dir` with `env` and wait for the `… listening on URL` line
+    /// it prints once its store is open and its port bound.
+    pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = super::postroom_cmd(dir, args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start postroom");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        // A command that fails ends its stdout: the line is then empty.
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read stdout");
+        let base = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http://"))
+            .unwrap_or_else(|| panic!("postroom {args:?} printed no address: {line:?}"))
+            .to_string();
+        Self { child, base }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, sig: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill {sig} {}", self.child.id());
+    }
+
+    /// SIGTERM, then its exit status (it must end within `bound`).
+    pub fn terminate(mut self, bound: Duration) -> ExitStatus {
+        self.signal("-TERM");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < bound,
+                "still running {bound:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL: no chance to finish anything.
+    pub fn kill(mut self) {
+        self.signal("-KILL");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// GET `url`: its status and body (status 0 when nothing answers).
+pub async fn get(url: &str) -> (u16, String) {
+    match reqwest::get(url).await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap_or_default())
+        }
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// Wait until `f` holds, up to `bound`, or fail with `what`.
+pub async fn wait_for<F, Fut>(bound: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !f().await {
+        assert!(
+            start.elapsed() < bound,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,181 @@
+//! The CLI on NATS JetStream: topology plan/apply over the JetStream API (an update made in
+//! place, a conflict refused), and the demo with its invariants, its relay publishing with
+//! `Nats-Msg-Id` = the message id. The shared server (`POSTROOM_TEST_NATS`); a missing one
+//! fails.
+
+mod common;
+
+use common::{postroom, run_for_report, workload};
+use postroom_nats::NatsConnection;
+use postroom_nats::topology::reset::delete_workload;
+use std::path::Path;
+
+fn nats() -> String {
+    std::env::var("POSTROOM_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// A NATS workload prefix (stream names take no '.').
+fn prefix(tag: &str) -> String {
+    workload(tag).replace(['.', '-'], "_")
+}
+
+async fn connect() -> NatsConnection {
+    NatsConnection::connect(&nats(), "postroom-cli-tests")
+        .await
+        .unwrap_or_else(|e| panic!("NATS with JetStream is required at {} : {e}", nats()))
+}
+
+/// Run `postroom` off the async runtime; returns (success, stdout, stderr).
+async fn run(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = postroom(&dir, &args);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+async fn plan(dir: &Path) -> String {
+    let (done, out, err) = run(dir, &["topology", "plan", "--broker", &nats()]).await;
+    assert!(done, "plan failed:\n{out}\n{err}");
+    out
+}
+
+fn topology(dir: &Path, prefix: &str, extra: &str) {
+    std::fs::write(
+        dir.join("topology.toml"),
+        format!(
+            "prefix = \"{prefix}\"\nladder = \"5s,30s,5m\"\n{extra}\n\
+             [[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\"]\n"
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn topology_plan_apply_update_and_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = prefix("t");
+    topology(d, &p, "ack_wait = \"10s\"");
+
+    let first = plan(d).await;
+    for needle in [
+        format!("create stream {p} "),
+        format!("create stream {p}_parking_inventory "),
+        format!("create durable {p}/inventory__"),
+        format!("create durable {p}/inventory__direct"),
+        format!("create durable {p}_parking_inventory/ingest"),
+    ] {
+        assert!(first.contains(&needle), "{needle} in plan:\n{first}");
+    }
+    let (done, applied, err) = run(d, &["topology", "apply", "--yes", "--broker", &nats()]).await;
+    assert!(done, "{applied}\n{err}");
+    assert!(applied.contains("applied 5 change(s)"), "{applied}");
+    assert!(plan(d).await.contains("nothing to do"));
+
+    // What the server now has: the work stream on the workload's subjects, a durable per
+    // route with the file's ack wait.
+    let conn = connect().await;
+    let mut stream = conn.jetstream().get_stream(&p).await.unwrap();
+    let info = stream.info().await.unwrap();
+    assert!(
+        info.config.subjects.contains(&format!("{p}.>")),
+        "{:?}",
+        info.config.subjects
+    );
+    assert!(
+        info.config.duplicate_window.as_secs() > 0,
+        "a Nats-Msg-Id window"
+    );
+
+    // A changed limit is an update made in place.
+    topology(d, &p, "ack_wait = \"20s\"");
+    let update = plan(d).await;
+    assert!(
+        update.contains("update durable") && update.contains("ack_wait"),
+        "{update}"
+    );
+    assert!(!update.contains("CONFLICT"), "{update}");
+    let (done, out, err) = run(d, &["topology", "apply", "--yes", "--broker", &nats()]).await;
+    assert!(done, "{out}\n{err}");
+    assert!(plan(d).await.contains("nothing to do"));
+
+    // A change the server cannot make in place is a conflict: shown, and apply refuses it.
+    topology(d, &p, "ack_wait = \"20s\"\nstorage = \"memory\"");
+    let conflict = plan(d).await;
+    assert!(conflict.contains("CONFLICT"), "{conflict}");
+    let (done, out, err) = run(d, &["topology", "apply", "--yes", "--broker", &nats()]).await;
+    assert!(!done, "apply refused: {out}");
+    assert!(err.contains("CONFLICT"), "{err}");
+    topology(d, &p, "ack_wait = \"20s\"");
+    assert!(plan(d).await.contains("nothing to do"), "nothing changed");
+
+    // A key NATS does not know is refused by name.
+    topology(d, &p, "exchange = \"orders\"");
+    let (done, _, err) = run(d, &["topology", "plan", "--broker", &nats()]).await;
+    assert!(!done && err.contains("exchange"), "{err}");
+
+    delete_workload(&conn, &p).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_on_nats() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = prefix("demo");
+    let r = run_for_report(
+        dir.path(),
+        &[
+            "demo",
+            "--broker",
+            &nats(),
+            "--workload",
+            &p,
+            "--report-json",
+            "r.json",
+        ],
+        "r.json",
+    )
+    .await;
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["duplicate_effects"], 0);
+    assert_eq!(
+        r["parked"], 3,
+        "corrupt JSON, unknown schema version, the failure that outlasts the budget"
+    );
+    assert!(r["duplicates_absorbed"].as_u64().unwrap() >= 3);
+    assert_eq!(r["killed_order_reservations"], 1);
+    assert_eq!(r["killed_order_redelivered"], true);
+    assert_eq!(r["failures"].as_array().unwrap().len(), 0, "{r}");
+
+    // The relay published every copy with Nats-Msg-Id = its message id (the stream's
+    // deduplication key).
+    let conn = connect().await;
+    let stream = conn.jetstream().get_stream(&p).await.unwrap();
+    let first = stream.get_raw_message(1).await.unwrap();
+    let id = first
+        .headers
+        .get("x-message-id")
+        .expect("message id header");
+    let key = first.headers.get("Nats-Msg-Id").expect("Nats-Msg-Id");
+    assert_eq!(key.as_str(), id.as_str());
+    delete_workload(&conn, &p).await.unwrap();
+}
+
+#[test]
+fn a_nats_url_without_a_server_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    topology(d, "nobody", "");
+    let out = postroom(d, &["topology", "plan", "--broker", "nats://127.0.0.1:1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NATS"), "{err}");
+}

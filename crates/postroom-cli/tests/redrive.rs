@@ -1,0 +1,187 @@
+//! `postroom parking redrive` asks each message's consumer inbox first: a message that consumer
+//! already applied is skipped and reported, one older than the inbox's replay window is refused
+//! unless `--force`, and everything else goes back with its id.
+
+mod common;
+
+use common::{ok, postroom_cmd};
+use postroom_core::{
+    Envelope, ErrorClass, Headers, MessageId, ParkedMessage, ParkedStatus, ParkingStore, Transport,
+};
+use postroom_sqlite::SqliteStore;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const CONSUMER: &str = "inventory";
+
+/// A message id made `age` ago (ids are UUIDv7: they say when the message was made).
+fn id_made_ago(age: Duration) -> MessageId {
+    let t = (SystemTime::now() - age)
+        .duration_since(UNIX_EPOCH)
+        .unwrap();
+    MessageId::from(uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+        uuid::NoContext,
+        t.as_secs(),
+        t.subsec_nanos(),
+    )))
+}
+
+fn parked(id: MessageId) -> ParkedMessage {
+    let mut env = Envelope::builder("order.created", "tests")
+        .aggregate("order", id.to_string(), 1)
+        .build();
+    env.id = id;
+    let now = chrono::Utc::now();
+    ParkedMessage {
+        message_id: id,
+        consumer: CONSUMER.into(),
+        consumer_version: "1".into(),
+        message_type: Some("order.created".into()),
+        schema_version: Some(1),
+        attempts: 4,
+        first_failure_at: now,
+        parked_at: now,
+        error_class: ErrorClass::Transient,
+        error_code: "db_unavailable".into(),
+        error_message: "the database stayed down past the budget".into(),
+        correlation_id: None,
+        traceparent: None,
+        routing_key: "order.created".into(),
+        producer: Some("tests".into()),
+        headers: Headers::default(),
+        body: serde_json::to_vec(&env).unwrap(),
+        status: ParkedStatus::Parked,
+        redrive_count: 0,
+    }
+}
+
+fn redrive(dir: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "parking",
+        "redrive",
+        "--database",
+        "app.db",
+        "--yes",
+        "--rate",
+        "100",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = postroom_cmd(dir, &args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    serde_json::from_str(ok(&out).trim()).expect("one JSON report")
+}
+
+fn skipped(report: &serde_json::Value) -> Vec<(String, String)> {
+    report["skipped"]
+        .as_array()
+        .expect("skipped is a list")
+        .iter()
+        .map(|s| {
+            (
+                s["message_id"].as_str().unwrap().to_string(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_skips_what_the_inbox_applied_and_refuses_the_too_old_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("app.db")).await.unwrap();
+    let queue = store.queue();
+    queue.bind(CONSUMER, &["order.*"]).await.unwrap();
+
+    let applied = id_made_ago(Duration::from_secs(60));
+    let fresh = id_made_ago(Duration::from_secs(60));
+    let month_old = id_made_ago(Duration::from_secs(30 * 24 * 3600));
+    for id in [applied, fresh, month_old] {
+        store.park(&parked(id)).await.unwrap();
+    }
+    // The consumer's commit of `applied` went through though its outcome looked unknown.
+    let mut conn = store.pool().acquire().await.unwrap();
+    assert!(
+        postroom_sqlite::inbox::claim(&mut conn, CONSUMER, applied)
+            .await
+            .unwrap()
+    );
+    drop(conn);
+
+    let d = dir.path().to_path_buf();
+    let first = tokio::task::spawn_blocking(move || redrive(&d, &[]))
+        .await
+        .unwrap();
+    assert_eq!(first["total"], 3, "{first}");
+    let mut reasons = skipped(&first);
+    reasons.sort();
+    let mut expected = vec![
+        (applied.to_string(), "already_applied".to_string()),
+        (
+            month_old.to_string(),
+            "older_than_replay_window".to_string(),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(reasons, expected, "{first}");
+    assert_eq!(
+        queue.backlog(CONSUMER).await.unwrap().ready,
+        1,
+        "only the message nobody applied went back"
+    );
+
+    // Forced: the month-old message goes back; the applied one is still skipped.
+    let d = dir.path().to_path_buf();
+    let forced = tokio::task::spawn_blocking(move || redrive(&d, &["--force"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        forced["total"], 2,
+        "the skipped two are still parked: {forced}"
+    );
+    assert_eq!(
+        skipped(&forced),
+        vec![(applied.to_string(), "already_applied".to_string())],
+        "{forced}"
+    );
+    assert_eq!(queue.backlog(CONSUMER).await.unwrap().ready, 2);
+
+    // A replay window given on the command line is used: 60 days keeps the month-old message
+    // inside it (it was redriven already, so nothing is selected but the applied one).
+    let d = dir.path().to_path_buf();
+    let wide = tokio::task::spawn_blocking(move || redrive(&d, &["--replay-window", "60d"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        skipped(&wide),
+        vec![(applied.to_string(), "already_applied".to_string())],
+        "{wide}"
+    );
+
+    let d = dir.path().to_path_buf();
+    let bad = tokio::task::spawn_blocking(move || {
+        postroom_cmd(
+            &d,
+            &[
+                "parking",
+                "redrive",
+                "--database",
+                "app.db",
+                "--replay-window",
+                "forever",
+            ],
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "a bad window is a usage error");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("bad duration"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

@@ -1,0 +1,363 @@
+//! `postroom relay` for services in other languages, as the README documents it: rows
+//! inserted by the README's Python snippet (stdlib sqlite3) into a SQLite outbox, and by its
+//! SQL for psql into a PostgreSQL outbox, are relayed to the consumers bound by a topology
+//! file, every envelope decodable; two relays on one PostgreSQL outbox, one killed with
+//! SIGKILL in the middle, lose nothing and keep each aggregate's order; SIGTERM drains
+//! (nothing stays leased); `/metrics`, `/healthz` and `/readyz` answer. The README's Node
+//! snippet is checked for syntax only (its `pg` module is not installed here).
+
+mod common;
+
+use common::daemon::{Daemon, get, wait_for};
+use common::{TestDb, postroom_cmd};
+use postroom_core::EnvelopeDecoder;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const TOPOLOGY: &str =
+    "prefix = \"billing\"\n[[consumers]]\nname = \"ledger\"\nbindings = [\"invoice.*\"]\n";
+
+fn readme() -> String {
+    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+        .expect("README.md")
+}
+
+/// The README's fenced block of `lang` that mentions `marker`.
+fn readme_block(lang: &str, marker: &str) -> String {
+    let text = readme();
+    let fence = format!("```{lang}\n");
+    text.match_indices(&fence)
+        .filter_map(|(at, _)| {
+            let body = &text[at + fence.len()..];
+            body.find("\n```").map(|end| body[..=end].to_string())
+        })
+        .find(|b| b.contains(marker))
+        .unwrap_or_else(|| panic!("README.md has no {lang} block with {marker}"))
+}
+
+async fn ready(d: &Daemon) {
+    let url = format!("{}/readyz", d.base);
+    wait_for(Duration::from_secs(30), "the relay to be ready", || {
+        let url = url.clone();
+        async move { get(&url).await.0 == 200 }
+    })
+    .await;
+}
+
+/// `(message id, aggregate key, aggregate version)` of each copy queued for `ledger`, in
+/// queue order, every body decoded as a consumer decodes it.
+fn decoded(rows: Vec<(String, Vec<u8>)>) -> Vec<(String, String, u64)> {
+    let decoder = EnvelopeDecoder::new().accept("invoice.created", 1..=1);
+    rows.into_iter()
+        .map(|(id, body)| {
+            let e = decoder
+                .decode(&body)
+                .unwrap_or_else(|err| panic!("undecodable body {id}: {err}"));
+            assert_eq!(e.id.to_string(), id, "the row's id is the envelope's");
+            (id, e.aggregate.key(), e.aggregate.version)
+        })
+        .collect()
+}
+
+/// Nothing lost (every outbox id was queued) and each aggregate's versions in order (a
+/// republished copy after a kill may repeat a version, never go back).
+fn check_nothing_lost_or_reordered(
+    outbox: &BTreeSet<String>,
+    queued: &[(String, String, u64)],
+    per_aggregate: u64,
+) {
+    let ids: BTreeSet<String> = queued.iter().map(|(id, _, _)| id.clone()).collect();
+    assert_eq!(
+        &ids, outbox,
+        "every outbox row reached the consumer's queue"
+    );
+    let mut seen: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (_, key, version) in queued {
+        seen.entry(key).or_default().push(*version);
+    }
+    for (key, versions) in &seen {
+        assert!(
+            versions.windows(2).all(|w| w[0] <= w[1]),
+            "{key} reordered: {versions:?}"
+        );
+        let distinct: BTreeSet<u64> = versions.iter().copied().collect();
+        assert_eq!(
+            distinct,
+            (1..=per_aggregate).collect::<BTreeSet<u64>>(),
+            "{key}"
+        );
+    }
+}
+
+fn relay(dir: &Path, database: &str, id: &str) -> Daemon {
+    Daemon::start(
+        dir,
+        &[
+            "relay",
+            "--database",
+            database,
+            "--topology",
+            "topology.toml",
+            "--listen",
+            "127.0.0.1:0",
+            "--relay-id",
+            id,
+            "--lease",
+            "2s",
+            "--batch-size",
+            "20",
+        ],
+        &[],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_a_python_service_inserts_into_a_sqlite_outbox_are_relayed_and_sigterm_drains() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
+    std::fs::write(
+        d.join("outbox.py"),
+        readme_block("python", "postroom_outbox"),
+    )
+    .unwrap();
+    // The relay creates the tables; the service writes once they exist.
+    let r = relay(d, "app.db", "py-relay");
+    ready(&r).await;
+    assert_eq!(get(&format!("{}/healthz", r.base)).await.0, 200);
+    let out = Command::new("python3")
+        .current_dir(d)
+        .args(["outbox.py", "app.db", "200"])
+        .output()
+        .expect("python3 must be installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", d.join("app.db").display()))
+        .await
+        .unwrap();
+    let unpublished = || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    wait_for(Duration::from_secs(60), "every row relayed", || async {
+        unpublished().await == 0
+    })
+    .await;
+    let outbox: BTreeSet<String> = sqlx::query_scalar("SELECT message_id FROM postroom_outbox")
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(outbox.len(), 200);
+    let invoices: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM invoices")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        invoices, 200,
+        "each business row committed with its outbox row"
+    );
+    let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
+        "SELECT message_id, body FROM postroom_queue WHERE consumer = 'ledger' ORDER BY seq",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    check_nothing_lost_or_reordered(&outbox, &decoded(rows), 20);
+
+    let (status, metrics) = get(&format!("{}/metrics", r.base)).await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains(r#"postroom_relay_published_total{relay="py-relay"} 200"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains(postroom_core::metrics::OUTBOX_PENDING));
+
+    let status = r.terminate(Duration::from_secs(30));
+    assert!(status.success(), "SIGTERM ends the relay cleanly: {status}");
+    let leased: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM postroom_outbox WHERE locked_by IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(leased, 0, "a drained relay leaves no row leased");
+}
+
+/// The README's SQL for psql, repeated for `n` invoices of ten customers.
+fn psql_script(n: usize) -> String {
+    let snippet = readme_block("sql", "postroom_outbox");
+    let mut script = String::from(
+        "\\set ON_ERROR_STOP on\nCREATE TABLE invoices (id BIGSERIAL PRIMARY KEY, customer TEXT, amount INTEGER);\n",
+    );
+    for i in 0..n {
+        script.push_str(&format!(
+            "\\set customer c{}\n\\set version {}\n\\set invoice {i}\n\\set amount {}\n{snippet}",
+            i % 10,
+            i / 10 + 1,
+            100 + i
+        ));
+    }
+    script
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
+    let a = relay(d, &db.url, "relay-a");
+    let b = relay(d, &db.url, "relay-b");
+    ready(&a).await;
+    ready(&b).await;
+    let n = 1500;
+    std::fs::write(d.join("rows.sql"), psql_script(n)).unwrap();
+    let psql = {
+        let (dir, url) = (d.to_path_buf(), db.url.clone());
+        tokio::task::spawn_blocking(move || {
+            Command::new("psql")
+                .current_dir(dir)
+                .args(["-q", "-X", "-f", "rows.sql", &url])
+                .output()
+                .expect("psql must be installed")
+        })
+    };
+    // Both relays claim from the same outbox and either may win every claim while the rows
+    // arrive: kill the first one seen publishing, in the middle of its work; the other must
+    // finish alone.
+    let published = |d: &Daemon, id: &str| {
+        let (url, prefix) = (
+            format!("{}/metrics", d.base),
+            format!(r#"postroom_relay_published_total{{relay="{id}"}} "#),
+        );
+        async move {
+            get(&url).await.1.lines().any(|l| {
+                l.strip_prefix(&prefix)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v > 0.0)
+            })
+        }
+    };
+    let first = std::sync::Mutex::new(None);
+    let (ra, rb, rf, p) = (&a, &b, &first, &published);
+    wait_for(
+        Duration::from_secs(60),
+        "a relay to publish",
+        move || async move {
+            for (name, d) in [("relay-a", ra), ("relay-b", rb)] {
+                if p(d, name).await {
+                    *rf.lock().unwrap() = Some(name);
+                    return true;
+                }
+            }
+            false
+        },
+    )
+    .await;
+    let (killed, survivor) = match first.into_inner().unwrap() {
+        Some("relay-a") => (a, b),
+        _ => (b, a),
+    };
+    killed.kill();
+    let out = psql.await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    wait_for(
+        Duration::from_secs(120),
+        "the surviving relay to publish everything",
+        || {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL",
+                )
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                    == 0
+            }
+        },
+    )
+    .await;
+    let outbox: BTreeSet<String> = sqlx::query_scalar("SELECT id::text FROM postroom_outbox")
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(outbox.len(), n);
+    let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
+        "SELECT message_id::text, body FROM postroom_queue WHERE consumer = 'ledger' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    check_nothing_lost_or_reordered(&outbox, &decoded(rows), (n / 10) as u64);
+    assert!(survivor.terminate(Duration::from_secs(30)).success());
+    pool.close().await;
+}
+
+#[test]
+fn the_readme_node_snippet_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("outbox.js");
+    std::fs::write(&file, readme_block("js", "postroom_outbox")).unwrap();
+    let out = Command::new("node")
+        .arg("--check")
+        .arg(&file)
+        .output()
+        .expect("node must be installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_relay_refuses_bad_input_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = postroom_cmd(
+        dir.path(),
+        &[
+            "relay",
+            "--database",
+            "x.db",
+            "--lease",
+            "0s",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--lease"));
+    let out = postroom_cmd(
+        dir.path(),
+        &["relay", "--database", "x.db", "--topology", "missing.toml"],
+    )
+    .output()
+    .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
+}

@@ -1,0 +1,49 @@
+//! The short soak on PostgreSQL + SQS (the local endpoint): 5,000 messages written at a steady
+//! 25 a second, relays and consumers in processes of their own, one of them killed with SIGKILL
+//! every 3 s.
+//!
+//! The rate is the local endpoint's, not postroom's: moto scans a queue's every message on each
+//! receive, so a backlog of thousands of messages slows it to a few receives a second; a
+//! producer that writes as fast as it can would measure moto. AWS itself has no such limit.
+
+mod common;
+
+use common::{TestDb, sqs, workload};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn soak_on_postgres_and_sqs_with_kills() {
+    let db = TestDb::create().await;
+    let prefix = workload("soak");
+    let dir = tempfile::tempdir().unwrap();
+    let r = sqs::run_for_report(
+        dir.path(),
+        &[
+            "soak",
+            "--messages",
+            "5000",
+            "--rate",
+            "25",
+            "--kill-every",
+            "3",
+            "--database",
+            &db.url,
+            "--broker",
+            &sqs::url(),
+            "--workload",
+            &prefix,
+            "--timeout-secs",
+            "600",
+            "--json",
+            "s.json",
+        ],
+        "s.json",
+    )
+    .await;
+    assert_eq!(r["messages"], 5000, "{r}");
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(r["duplicate_effects"], 0, "{r}");
+    assert_eq!(r["order_violations"], 0, "{r}");
+    assert_eq!(r["parked_unexpected"], 0, "{r}");
+    assert!(r["kills"].as_u64().unwrap() >= 1, "{r}");
+    sqs::cleanup(&prefix).await;
+}

@@ -1,0 +1,109 @@
+//! Authentication and authorisation: users and their roles, sessions in HttpOnly
+//! SameSite=Strict cookies, and a CSRF token checked on every state-changing request.
+//!
+//! Auth may be off only when the console listens on loopback; then every visitor is the
+//! admin `local`, and CSRF protection still applies (a page on another site can post to
+//! loopback as well).
+
+pub mod csrf;
+pub mod session;
+pub mod users;
+
+pub use session::{Session, Sessions};
+pub use users::{USERS_ENV, USERS_FILE_ENV, User, Users, hash_password};
+
+use serde::Serialize;
+
+/// What a user may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads the parking lot (without payloads), the pipeline and the audit.
+    Viewer,
+    /// A viewer who also sees payloads, redrives and archives.
+    Operator,
+    /// An operator who also edits payloads before a redrive and purges archived messages.
+    Admin,
+}
+
+/// One permission, granted by roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permission {
+    /// See the parking lot, the pipeline and the audit.
+    Read,
+    /// See message bodies.
+    ViewPayload,
+    /// Redrive, pause, resume and cancel runs.
+    Redrive,
+    /// Archive messages.
+    Archive,
+    /// Purge archived messages whose retention ended.
+    Purge,
+    /// Fix a payload before redriving it.
+    EditRedrive,
+}
+
+impl Role {
+    /// Stable name.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// Whether this role grants `p`.
+    #[must_use]
+    pub fn allows(&self, p: Permission) -> bool {
+        match p {
+            Permission::Read => true,
+            Permission::ViewPayload | Permission::Redrive | Permission::Archive => {
+                matches!(self, Role::Operator | Role::Admin)
+            }
+            Permission::Purge | Permission::EditRedrive => matches!(self, Role::Admin),
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "viewer" => Ok(Role::Viewer),
+            "operator" => Ok(Role::Operator),
+            "admin" => Ok(Role::Admin),
+            other => Err(format!(
+                "unknown role {other:?} (expected viewer, operator or admin)"
+            )),
+        }
+    }
+}
+
+/// How the console authenticates.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// Nobody logs in; everyone is the admin `local`. Accepted on loopback only.
+    Disabled,
+    /// These users log in with their passwords.
+    Users(Users),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_grant_in_order() {
+        assert!(Role::Viewer.allows(Permission::Read));
+        assert!(!Role::Viewer.allows(Permission::ViewPayload));
+        assert!(!Role::Viewer.allows(Permission::Redrive));
+        assert!(Role::Operator.allows(Permission::Redrive));
+        assert!(Role::Operator.allows(Permission::ViewPayload));
+        assert!(!Role::Operator.allows(Permission::EditRedrive));
+        assert!(!Role::Operator.allows(Permission::Purge));
+        assert!(Role::Admin.allows(Permission::EditRedrive));
+        assert!(Role::Admin.allows(Permission::Purge));
+    }
+}

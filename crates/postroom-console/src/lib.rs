@@ -1,0 +1,265 @@
+//! # postroom-console
+//!
+//! The web console of postroom: the parking lot (search by type, consumer, error class and
+//! code, time range and error text; failure groups; every diagnostic of a message, payloads
+//! only for roles allowed to see them), redrive from the browser (one message, a selection
+//! or a group; a dry run first; a rate; live progress; pause, resume, cancel; a warning when
+//! new messages join the group meanwhile), archive and purge, edit-and-redrive keeping the
+//! message id, an audit of every state change; the pipeline (backlogs, retry stages,
+//! oldest-message age, rates, relay lag, charts of the last hour); Prometheus `/metrics`,
+//! `/healthz` and `/readyz`. Server-rendered HTML with embedded assets: it works offline.
+//!
+//! [`Backends::for_store`] makes the console's backend from a store opened by
+//! `postroom_ops`' registry (what `postroom serve` does); [`status`] serves `/metrics`,
+//! `/healthz` and `/readyz` alone, for the other long-running commands (`postroom relay`,
+//! `postroom ingest`).
+//!
+//! Auth may be off only on loopback. Users come from a file or the environment
+//! ([`auth::Users::from_env`]), never from the command line.
+//!
+//! ```no_run
+//! # async fn run() -> postroom_core::Result<()> {
+//! use postroom_console::{Console, ConsoleConfig, SqliteBackend};
+//! use std::sync::Arc;
+//!
+//! let store = postroom_sqlite::SqliteStore::open("postroom.db").await?;
+//! let backend = Arc::new(SqliteBackend::new(store));
+//! let config = ConsoleConfig::new("127.0.0.1:8080".parse().unwrap());
+//! let console = Console::new(backend.clone(), backend, config)?;
+//! let (_stop, shutdown) = tokio::sync::watch::channel(false);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await.unwrap();
+//! console.serve(listener, shutdown).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod audit;
+pub mod auth;
+pub mod backend;
+pub mod groups;
+mod html;
+pub mod metrics;
+pub mod pipeline;
+pub mod redrive;
+mod routes;
+pub mod status;
+
+pub use auth::{Auth, Role, Users};
+pub use backend::{
+    Backends, ConsumerFigures, ParkingConsole, PgBackend, PipelineProbe, SqliteBackend,
+};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use pipeline::History;
+use postroom_core::{Error, ErrorKind, Result};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How the console runs.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ConsoleConfig {
+    /// Where it listens (default loopback).
+    pub bind: SocketAddr,
+    /// Who may use it. [`Auth::Disabled`] is refused unless `bind` is a loopback address.
+    pub auth: Auth,
+    /// Mark cookies `Secure`: set when the console is reached over TLS (a TLS-terminating
+    /// proxy in front of it).
+    pub secure_cookies: bool,
+    /// A session ends after this long without a request.
+    pub session_idle: Duration,
+    /// How long archived messages are kept before they may be purged.
+    pub retention: Duration,
+    /// How often the pipeline is sampled for the charts and gauges.
+    pub sample_every: Duration,
+    /// The Prometheus recorder `/metrics` renders (see [`metrics::install_prometheus`]).
+    pub prometheus: Option<PrometheusHandle>,
+}
+
+impl ConsoleConfig {
+    /// Defaults: auth off (so loopback only), plain-HTTP cookies, sessions idle for 8 hours,
+    /// archive retention 30 days, a sample every 10 seconds, no recorder.
+    pub fn new(bind: SocketAddr) -> Self {
+        Self {
+            bind,
+            auth: Auth::Disabled,
+            secure_cookies: false,
+            session_idle: Duration::from_secs(8 * 3600),
+            retention: Duration::from_secs(30 * 86_400),
+            sample_every: Duration::from_secs(10),
+            prometheus: None,
+        }
+    }
+
+    /// Set who may use it.
+    pub fn auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Set the sampling interval.
+    pub fn sample_every(mut self, every: Duration) -> Self {
+        self.sample_every = every;
+        self
+    }
+
+    /// Set the recorder `/metrics` renders.
+    pub fn prometheus(mut self, handle: PrometheusHandle) -> Self {
+        self.prometheus = Some(handle);
+        self
+    }
+
+    /// Refuse auth off on an address other than loopback, and zero intervals.
+    pub fn validate(&self) -> Result<()> {
+        check_bind(&self.auth, self.bind)?;
+        if self.sample_every.is_zero() || self.session_idle.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "the sampling interval and the session idle time must be longer than zero",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn check_bind(auth: &Auth, addr: SocketAddr) -> Result<()> {
+    if matches!(auth, Auth::Disabled) && !addr.ip().is_loopback() {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "the console listens on {addr}, not loopback: define users ({} or {}) to turn auth on",
+                auth::USERS_FILE_ENV,
+                auth::USERS_ENV
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The console: its state, its routes and its sampler.
+pub struct Console {
+    state: Arc<routes::AppState>,
+    config: ConsoleConfig,
+}
+
+impl Console {
+    /// A console over `parking` and `probe` (often the same backend).
+    pub fn new(
+        parking: Arc<dyn ParkingConsole>,
+        probe: Arc<dyn PipelineProbe>,
+        config: ConsoleConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        let audit = audit::Auditor::new(parking.clone());
+        let state = Arc::new(routes::AppState {
+            runs: Arc::new(redrive::Runs::new(parking.clone(), audit.clone())),
+            parking,
+            probe,
+            sessions: auth::Sessions::new(config.session_idle, config.secure_cookies),
+            verified_tokens: std::sync::Mutex::new(std::collections::HashMap::new()),
+            auth: config.auth.clone(),
+            audit,
+            history: Arc::new(History::for_hour(config.sample_every)),
+            prometheus: config.prometheus.clone(),
+            retention: config.retention,
+        });
+        Ok(Self { state, config })
+    }
+
+    /// The routes, for embedding in another axum application.
+    pub fn router(&self) -> axum::Router {
+        routes::router(self.state.clone())
+    }
+
+    /// The samples kept for the charts.
+    #[must_use]
+    pub fn history(&self) -> Arc<History> {
+        self.state.history.clone()
+    }
+
+    /// Sample the pipeline until `shutdown` turns true.
+    pub async fn run_sampler(&self, shutdown: watch::Receiver<bool>) {
+        pipeline::run_sampler(
+            self.state.history.clone(),
+            self.state.probe.clone(),
+            self.state.parking.clone(),
+            self.state.prometheus.clone(),
+            self.config.sample_every,
+            shutdown,
+        )
+        .await;
+    }
+
+    /// Serve on `listener` (and sample the pipeline) until `shutdown` turns true.
+    pub async fn serve(self, listener: TcpListener, shutdown: watch::Receiver<bool>) -> Result<()> {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("listener address: {e}")))?;
+        check_bind(&self.config.auth, addr)?;
+        let this = Arc::new(self);
+        let sampler = {
+            let this = this.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { this.run_sampler(shutdown).await })
+        };
+        let mut stop = shutdown.clone();
+        tracing::info!(%addr, "console listening");
+        let served = axum::serve(listener, this.router())
+            .with_graceful_shutdown(async move {
+                while !*stop.borrow() {
+                    if stop.changed().await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .await;
+        sampler.abort();
+        served.map_err(|e| Error::new(ErrorKind::Io, format!("console server: {e}")))
+    }
+}
+
+/// Bind `config.bind`, then serve a console over `parking` and `probe` until `shutdown`
+/// turns true.
+pub async fn serve(
+    config: ConsoleConfig,
+    parking: Arc<dyn ParkingConsole>,
+    probe: Arc<dyn PipelineProbe>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    config.validate()?;
+    let listener = TcpListener::bind(config.bind).await.map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("cannot listen on {}: {e}", config.bind),
+        )
+    })?;
+    Console::new(parking, probe, config)?
+        .serve(listener, shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_off_is_refused_beyond_loopback() {
+        let open = ConsoleConfig::new("0.0.0.0:8080".parse().unwrap());
+        assert!(open.validate().is_err());
+        assert!(
+            ConsoleConfig::new("127.0.0.1:8080".parse().unwrap())
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            ConsoleConfig::new("[::1]:8080".parse().unwrap())
+                .validate()
+                .is_ok()
+        );
+        let users =
+            Users::parse(&format!("a viewer {}", auth::hash_password("x").unwrap())).unwrap();
+        assert!(open.auth(Auth::Users(users)).validate().is_ok());
+    }
+}

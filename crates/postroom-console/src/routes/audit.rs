@@ -1,0 +1,41 @@
+//! The audit log: who changed what, newest first.
+
+use super::{Params, State, failure};
+use crate::auth::Session;
+use crate::html::{self, esc, time};
+use axum::Extension;
+use axum::extract::RawQuery;
+use axum::response::{Html, IntoResponse, Response};
+use std::fmt::Write;
+
+pub(crate) async fn show(
+    state: State,
+    Extension(s): Extension<Session>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let p = Params::query(raw.as_deref());
+    let entries = match state.parking.audit(p.get("target"), 500).await {
+        Ok(e) => e,
+        Err(e) => return failure(&s, &e),
+    };
+    let mut table = String::from(
+        r#"<table class="audit" id="audit"><thead><tr><th>When</th><th>Who</th><th>What</th><th>On</th><th>Details</th></tr></thead><tbody>"#,
+    );
+    for e in &entries {
+        let target = if e.action.starts_with("redrive") {
+            format!(r#"<a href="/runs/{t}">{t}</a>"#, t = esc(&e.target))
+        } else {
+            esc(&e.target)
+        };
+        let _ = write!(
+            table,
+            r#"<tr class="entry"><td>{}</td><td class="actor">{}</td><td class="action">{}</td><td>{target}</td><td><code>{}</code></td></tr>"#,
+            time(e.at),
+            esc(&e.actor),
+            esc(&e.action),
+            esc(&e.detail.to_string()),
+        );
+    }
+    table.push_str("</tbody></table>");
+    Html(html::page("Audit", &s, &table)).into_response()
+}

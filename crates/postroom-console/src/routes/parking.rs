@@ -1,0 +1,378 @@
+//! Parking lot pages: the filtered listing, failure groups, one group, the archive, and the
+//! archive and purge actions.
+
+use super::selection::{GROUP_SCAN, find_group, query_of, query_string, selection_of};
+use super::{Params, State, failure, require};
+use crate::auth::{Permission, Session};
+use crate::groups::group as group_rows;
+use crate::html::{self, esc, time, url};
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use chrono::Utc;
+use postroom_core::{ParkedMessage, ParkingQuery, message::truncate};
+use serde_json::json;
+use std::fmt::Write;
+
+const PAGE: usize = 50;
+
+fn filter_form(p: &Params) -> String {
+    let v = |k: &str| esc(p.get(k).unwrap_or(""));
+    let class = p.get("class").unwrap_or("");
+    let opt = |value: &str, label: &str, current: &str| {
+        format!(
+            r#"<option value="{value}"{}>{label}</option>"#,
+            if value == current { " selected" } else { "" }
+        )
+    };
+    let status = p.get("status").unwrap_or("");
+    format!(
+        r#"<form method="get" class="filters" id="filters">
+<label>Type <input name="type" id="f-type" value="{}"></label>
+<label>Consumer <input name="consumer" id="f-consumer" value="{}"></label>
+<label>Class <select name="class" id="f-class">{}{}{}{}</select></label>
+<label>Code <input name="code" id="f-code" value="{}"></label>
+<label>Parked from <input name="since" id="f-since" placeholder="2026-01-31T12:00" value="{}"></label>
+<label>until <input name="until" id="f-until" placeholder="UTC" value="{}"></label>
+<label>Error text <input name="q" id="f-q" value="{}"></label>
+<label>Status <select name="status" id="f-status">{}{}</select></label>
+<button type="submit" id="apply-filters">Filter</button></form>"#,
+        v("type"),
+        v("consumer"),
+        opt("", "any", class),
+        opt("transient", "transient", class),
+        opt("permanent", "permanent", class),
+        opt("unknown", "unknown", class),
+        v("code"),
+        v("since"),
+        v("until"),
+        v("q"),
+        opt("", "waiting", status),
+        opt("all", "with redriven", status),
+    )
+}
+
+/// Table rows of parked copies, with a checkbox each when `select`.
+pub(crate) fn rows(ms: &[ParkedMessage], select: bool) -> String {
+    let mut out = String::from(
+        r#"<table class="messages" id="messages"><thead><tr><th></th><th>Parked at</th><th>Consumer</th><th>Type</th><th>Class</th><th>Code</th><th>Error</th><th>Att.</th><th>Status</th></tr></thead><tbody>"#,
+    );
+    for m in ms {
+        let check = if select {
+            format!(
+                r#"<input type="checkbox" name="sel" class="sel" value="{} {}">"#,
+                m.message_id,
+                esc(&m.consumer)
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            out,
+            r#"<tr><td>{check}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href="/messages/{}">{}</a></td><td>{}</td><td>{}</td></tr>"#,
+            time(m.parked_at),
+            esc(&m.consumer),
+            esc(m.message_type.as_deref().unwrap_or("?")),
+            m.error_class.as_str(),
+            esc(&m.error_code),
+            m.message_id,
+            esc(&truncate(&m.error_message, 120)),
+            m.attempts,
+            m.status.as_str(),
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+fn actions(s: &Session) -> String {
+    let mut out = String::new();
+    if s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
+        out.push_str(r#"<button type="submit" formaction="/redrive/preview" id="preview-selected">Dry-run redrive of selected</button> "#);
+    }
+    if s.role().is_some_and(|r| r.allows(Permission::Archive)) {
+        out.push_str(
+            r#"<button type="submit" formaction="/archive" id="archive-selected">Archive selected</button>"#,
+        );
+    }
+    out
+}
+
+pub(crate) async fn list(
+    state: State,
+    Extension(s): Extension<Session>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let p = Params::query(raw.as_deref());
+    let q = match query_of(&p) {
+        Ok(q) => q,
+        Err(e) => return failure(&s, &e),
+    };
+    let offset: usize = p.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+    let (total, ms) = match tokio::try_join!(
+        state.parking.count(&q),
+        state.parking.query(&q, offset, PAGE)
+    ) {
+        Ok(r) => r,
+        Err(e) => return failure(&s, &e),
+    };
+    let qs = query_string(&p);
+    let mut pager = String::new();
+    if offset > 0 {
+        let _ = write!(
+            pager,
+            r#"<a href="/parking?{qs}&offset={}">newer</a> "#,
+            offset.saturating_sub(PAGE)
+        );
+    }
+    if (offset + ms.len()) < total as usize {
+        let _ = write!(
+            pager,
+            r#"<a href="/parking?{qs}&offset={}">older</a>"#,
+            offset + PAGE
+        );
+    }
+    let body = format!(
+        r#"{form}
+<p><span id="count">{total}</span> parked message(s) match. <a href="/groups?{qs}" id="to-groups">Group by cause</a></p>
+<form method="post" action="/redrive/preview" id="selection">{csrf}
+<p class="actions"><label><input type="checkbox" id="select-all"> all on this page</label> {actions}</p>
+{table}</form><p class="pager">{pager}</p>"#,
+        form = filter_form(&p),
+        csrf = html::csrf_field(&s),
+        actions = actions(&s),
+        table = rows(&ms, true),
+    );
+    Html(html::page("Parking lot", &s, &body)).into_response()
+}
+
+pub(crate) async fn groups(
+    state: State,
+    Extension(s): Extension<Session>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let p = Params::query(raw.as_deref());
+    let q = match query_of(&p) {
+        Ok(q) => q,
+        Err(e) => return failure(&s, &e),
+    };
+    let summaries = match state.parking.summaries(&q, GROUP_SCAN).await {
+        Ok(r) => r,
+        Err(e) => return failure(&s, &e),
+    };
+    let truncated = summaries.len() == GROUP_SCAN;
+    let groups = group_rows(&summaries);
+    let mut table = String::from(
+        r#"<table class="groups" id="groups"><thead><tr><th>Count</th><th>Consumer</th><th>Type</th><th>Class</th><th>Code</th><th>Error (masked)</th><th>First seen</th><th>Last seen</th></tr></thead><tbody>"#,
+    );
+    for g in &groups {
+        let _ = write!(
+            table,
+            r#"<tr class="group" data-key="{k}"><td class="count">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href="/groups/{k}" class="group-link">{}</a></td><td>{}</td><td>{}</td></tr>"#,
+            g.count,
+            esc(&g.consumer),
+            esc(g.message_type.as_deref().unwrap_or("?")),
+            g.error_class.as_str(),
+            esc(&g.error_code),
+            esc(&truncate(&g.template, 120)),
+            time(g.first_seen),
+            time(g.last_seen),
+            k = g.key,
+        );
+    }
+    table.push_str("</tbody></table>");
+    let note = if truncated {
+        format!(
+            "<p class=\"warning\">Only the newest {GROUP_SCAN} parked messages were grouped; narrow the filter.</p>"
+        )
+    } else {
+        String::new()
+    };
+    let body = format!(
+        r#"{form}<p><span id="group-count">{}</span> group(s) of <span id="count">{}</span> parked message(s).</p>{note}{table}"#,
+        groups.len(),
+        summaries.len(),
+        form = filter_form(&p).replace(r#"method="get""#, r#"method="get" action="/groups""#),
+    );
+    Html(html::page("Failure groups", &s, &body)).into_response()
+}
+
+pub(crate) async fn group(
+    state: State,
+    Extension(s): Extension<Session>,
+    Path(key): Path<String>,
+) -> Response {
+    let g = match find_group(&*state.parking, &key).await {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            return failure(
+                &s,
+                &postroom_core::Error::new(
+                    postroom_core::ErrorKind::NotFound,
+                    format!("failure group {key} has no parked messages"),
+                ),
+            );
+        }
+        Err(e) => return failure(&s, &e),
+    };
+    let q = ParkingQuery {
+        filter: postroom_core::ParkingFilter {
+            consumer: Some(g.consumer.clone()),
+            ids: g.members.iter().take(PAGE).map(|(_, id)| *id).collect(),
+            ..Default::default()
+        },
+        ..ParkingQuery::default()
+    };
+    let ms = match state.parking.query(&q, 0, PAGE).await {
+        Ok(r) => r,
+        Err(e) => return failure(&s, &e),
+    };
+    let mut action = String::new();
+    if s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
+        let _ = write!(
+            action,
+            r#"<form method="post" action="/redrive/preview" class="inline">{}<input type="hidden" name="group" value="{}"><button type="submit" id="preview-group">Dry-run redrive of the group</button></form>"#,
+            html::csrf_field(&s),
+            g.key
+        );
+    }
+    if s.role().is_some_and(|r| r.allows(Permission::Archive)) {
+        let _ = write!(
+            action,
+            r#" <form method="post" action="/archive" class="inline">{}<input type="hidden" name="group" value="{}"><button type="submit" id="archive-group">Archive the group</button></form>"#,
+            html::csrf_field(&s),
+            g.key
+        );
+    }
+    let body = format!(
+        r#"<dl class="facts">
+<dt>Consumer</dt><dd>{}</dd><dt>Type</dt><dd>{}</dd><dt>Class</dt><dd>{}</dd><dt>Code</dt><dd>{}</dd>
+<dt>Error</dt><dd id="template">{}</dd><dt>Messages</dt><dd id="group-size">{}</dd>
+<dt>First seen</dt><dd>{}</dd><dt>Last seen</dt><dd>{}</dd></dl>
+<p class="actions">{action}</p>{}"#,
+        esc(&g.consumer),
+        esc(g.message_type.as_deref().unwrap_or("?")),
+        g.error_class.as_str(),
+        esc(&g.error_code),
+        esc(&g.template),
+        g.count,
+        time(g.first_seen),
+        time(g.last_seen),
+        rows(&ms, false),
+    );
+    Html(html::page(&format!("Group {}", g.key), &s, &body)).into_response()
+}
+
+pub(crate) async fn archived(
+    state: State,
+    Extension(s): Extension<Session>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let p = Params::query(raw.as_deref());
+    let mut q = match query_of(&p) {
+        Ok(q) => q,
+        Err(e) => return failure(&s, &e),
+    };
+    q.archived = true;
+    q.filter.include_redriven = true;
+    let now = Utc::now();
+    let r = tokio::try_join!(
+        state.parking.count(&q),
+        state.parking.query(&q, 0, PAGE),
+        state.parking.purgeable(now)
+    );
+    let (total, ms, purgeable) = match r {
+        Ok(r) => r,
+        Err(e) => return failure(&s, &e),
+    };
+    let purge = if s.role().is_some_and(|r| r.allows(Permission::Purge)) {
+        format!(
+            r#"<form method="post" action="/purge" class="inline">{}<button type="submit" id="purge" {}>Purge {purgeable} message(s) past retention</button></form>"#,
+            html::csrf_field(&s),
+            if purgeable == 0 { "disabled" } else { "" }
+        )
+    } else {
+        String::new()
+    };
+    let body = format!(
+        r#"<p>Archived messages are hidden from the parking lot and kept for {} days, then purged. <span id="archived-count">{total}</span> archived; {purgeable} past retention. {purge}</p>{}"#,
+        state.retention.as_secs() / 86_400,
+        rows(&ms, false)
+    );
+    Html(html::page("Archive", &s, &body)).into_response()
+}
+
+pub(crate) async fn archive(
+    state: State,
+    Extension(s): Extension<Session>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = require(&s, Permission::Archive) {
+        return r;
+    }
+    let p = Params::parse(&body);
+    let sel = match selection_of(&*state.parking, &p).await {
+        Ok(sel) => sel,
+        Err(e) => return failure(&s, &e),
+    };
+    let purge_after = Utc::now()
+        + chrono::Duration::from_std(state.retention).unwrap_or(chrono::Duration::days(30));
+    let n = match state
+        .parking
+        .archive(&sel.items, s.name(), purge_after)
+        .await
+    {
+        Ok(n) => n,
+        Err(e) => return failure(&s, &e),
+    };
+    let ids: Vec<String> = sel
+        .items
+        .iter()
+        .map(|(c, id)| format!("{id} {c}"))
+        .collect();
+    let target = sel.group_key.clone().unwrap_or_else(|| {
+        if ids.len() == 1 {
+            ids[0].clone()
+        } else {
+            format!("{} messages", ids.len())
+        }
+    });
+    if let Err(e) = state
+        .audit
+        .record(
+            s.name(),
+            "archive",
+            &target,
+            json!({"archived": n, "purge_after": purge_after, "group": sel.group_key, "messages": ids}),
+        )
+        .await
+    {
+        return failure(&s, &e);
+    }
+    Redirect::to(&format!("/archive?done={}", url(&n.to_string()))).into_response()
+}
+
+pub(crate) async fn purge(state: State, Extension(s): Extension<Session>) -> Response {
+    if let Err(r) = require(&s, Permission::Purge) {
+        return r;
+    }
+    let now = Utc::now();
+    let n = match state.parking.purge_archived(now).await {
+        Ok(n) => n,
+        Err(e) => return failure(&s, &e),
+    };
+    if let Err(e) = state
+        .audit
+        .record(
+            s.name(),
+            "purge",
+            "archive",
+            json!({"purged": n, "before": now}),
+        )
+        .await
+    {
+        return failure(&s, &e);
+    }
+    Redirect::to("/archive").into_response()
+}

@@ -1,0 +1,121 @@
+//! Settling one delivery as decided: ack only after the handler returned (its transaction
+//! committed); retry through the transport's delay; park with every diagnostic. A failed act
+//! leaves the message with the transport, which delivers it again (the inbox absorbs a repeat).
+
+use super::record::parked_record;
+use super::step::{Decision, Step};
+use crate::error::ErrorKind;
+use crate::failpoint;
+use crate::handler::Handler;
+use crate::metrics as m;
+use crate::outcome::{Disposition, codes};
+use crate::transport::{Delivery, ReceivedMessage};
+use std::time::Duration;
+
+impl<H: ?Sized> Step<H> {
+    /// Settle `delivery` (whose message is `msg`) as `decision` says.
+    pub async fn settle<D: Delivery>(
+        &self,
+        delivery: D,
+        msg: &ReceivedMessage,
+        decision: Decision,
+    ) {
+        let name = self.config.name.clone();
+        match decision.disposition {
+            Disposition::Ack => {
+                failpoint::hit(failpoint::CONSUMER_BEFORE_ACK, &name).await;
+                let mut delivery = delivery;
+                let mut closed = false;
+                for try_no in 0..3 {
+                    match delivery.ack().await {
+                        Ok(()) => return,
+                        Err((e, back)) => {
+                            metrics::counter!(m::SETTLE_FAILED, "consumer" => name.clone(), "act" => "ack").increment(1);
+                            tracing::warn!(error = %e, try_no, "ack failed");
+                            delivery = back;
+                            closed = e.kind() == ErrorKind::Closed;
+                            if closed {
+                                break; // the link is gone: trying again cannot help
+                            }
+                            tokio::time::sleep(Duration::from_millis(50 << try_no)).await;
+                        }
+                    }
+                }
+                self.stats.record_settle_failure();
+                if closed {
+                    tracing::warn!(
+                        "the delivery's channel or link was closed before its ack (a shutdown?): the transport delivers it again (the inbox absorbs it)"
+                    );
+                } else {
+                    tracing::error!(
+                        "ack kept failing: leaving the delivery to the transport, which delivers it again (the inbox absorbs it)"
+                    );
+                }
+            }
+            Disposition::Retry(plan) => match delivery.retry(&plan).await {
+                Ok(()) => {
+                    metrics::counter!(m::RETRIED, "consumer" => name, "stage" => plan.stage.to_string()).increment(1);
+                    self.stats.record_retry(plan.stage);
+                    tracing::info!(attempt = plan.attempt, stage = plan.stage, delay_ms = plan.delay.as_millis() as u64, error = %plan.error_message, "retry scheduled");
+                }
+                Err((e, _back)) => {
+                    metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "retry")
+                        .increment(1);
+                    self.stats.record_settle_failure();
+                    if e.kind() == ErrorKind::Closed {
+                        // A shutdown closing the link under a retry: nothing is lost.
+                        tracing::warn!(error = %e, "retry not made, the link was closed: the transport delivers the original again");
+                    } else {
+                        tracing::error!(error = %e, "retry failed: original not acked, the transport delivers it again");
+                    }
+                }
+            },
+            Disposition::Park(reason) => {
+                let record = parked_record(&self.config, msg, decision.envelope.as_ref(), &reason);
+                match delivery.park(&record).await {
+                    Ok(()) => {
+                        if reason.error_code == codes::CRASH_LOOP {
+                            metrics::counter!(m::CRASH_LOOPS, "consumer" => name.clone())
+                                .increment(1);
+                        }
+                        metrics::counter!(m::PARKED, "consumer" => name, "code" => reason.error_code.clone()).increment(1);
+                        self.stats.record_parked(&reason.error_code);
+                        tracing::warn!(code = %reason.error_code, error = %reason.error_message, "message parked");
+                    }
+                    Err((e, _back)) => {
+                        metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "park")
+                            .increment(1);
+                        self.stats.record_settle_failure();
+                        if e.kind() == ErrorKind::Closed {
+                            tracing::warn!(error = %e, "not parked, the link was closed: the source keeps the message");
+                        } else {
+                            tracing::error!(error = %e, "dead-lettering failed: the source keeps the message");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<H: Handler + ?Sized> Step<H> {
+    /// Decide and settle one delivery, in a tracing span with its ids.
+    pub async fn process<D: Delivery>(&self, delivery: D) {
+        use tracing::Instrument;
+        let msg = delivery.message().clone();
+        let span = tracing::info_span!(
+            "postroom.handle",
+            consumer = %self.config.name,
+            message_id = %msg.stable_id(),
+            correlation_id = msg.headers.get(crate::message::headers::CORRELATION_ID).map(String::as_str).unwrap_or(""),
+            attempt = msg.attempt(),
+            redelivered = msg.redelivered,
+        );
+        async move {
+            let decision = self.decide(&msg).await;
+            self.settle(delivery, &msg, decision).await;
+        }
+        .instrument(span)
+        .await;
+    }
+}

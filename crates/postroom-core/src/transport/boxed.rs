@@ -1,0 +1,117 @@
+//! Type-erased subscribers and deliveries, for programs that pick a transport at run time
+//! (the CLI). [`BoxSubscriber::new`] wraps any [`Subscriber`]; its deliveries keep the
+//! hand-back contract: a failed act returns the boxed delivery.
+
+use crate::error::Result;
+use crate::outcome::RetryPlan;
+use crate::parking::ParkedMessage;
+use crate::transport::{Delivery, Handback, ReceivedMessage, Subscriber};
+use async_trait::async_trait;
+use std::time::Duration;
+
+#[async_trait]
+trait DynDelivery: Send {
+    fn message(&self) -> &ReceivedMessage;
+    async fn ack(self: Box<Self>) -> std::result::Result<(), Handback<BoxDelivery>>;
+    async fn retry(
+        self: Box<Self>,
+        plan: &RetryPlan,
+    ) -> std::result::Result<(), Handback<BoxDelivery>>;
+    async fn park(
+        self: Box<Self>,
+        record: &ParkedMessage,
+    ) -> std::result::Result<(), Handback<BoxDelivery>>;
+}
+
+#[async_trait]
+impl<D: Delivery> DynDelivery for D {
+    fn message(&self) -> &ReceivedMessage {
+        Delivery::message(self)
+    }
+    async fn ack(self: Box<Self>) -> std::result::Result<(), Handback<BoxDelivery>> {
+        Delivery::ack(*self)
+            .await
+            .map_err(|(e, d)| (e, BoxDelivery::new(d)))
+    }
+    async fn retry(
+        self: Box<Self>,
+        plan: &RetryPlan,
+    ) -> std::result::Result<(), Handback<BoxDelivery>> {
+        Delivery::retry(*self, plan)
+            .await
+            .map_err(|(e, d)| (e, BoxDelivery::new(d)))
+    }
+    async fn park(
+        self: Box<Self>,
+        record: &ParkedMessage,
+    ) -> std::result::Result<(), Handback<BoxDelivery>> {
+        Delivery::park(*self, record)
+            .await
+            .map_err(|(e, d)| (e, BoxDelivery::new(d)))
+    }
+}
+
+/// A delivery of any transport.
+pub struct BoxDelivery(Box<dyn DynDelivery>);
+
+impl BoxDelivery {
+    /// Erase the type of `d`.
+    pub fn new<D: Delivery>(d: D) -> Self {
+        Self(Box::new(d))
+    }
+}
+
+#[async_trait]
+impl Delivery for BoxDelivery {
+    fn message(&self) -> &ReceivedMessage {
+        self.0.message()
+    }
+    async fn ack(self) -> std::result::Result<(), Handback<Self>> {
+        self.0.ack().await
+    }
+    async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>> {
+        self.0.retry(plan).await
+    }
+    async fn park(self, record: &ParkedMessage) -> std::result::Result<(), Handback<Self>> {
+        self.0.park(record).await
+    }
+}
+
+#[async_trait]
+trait DynSubscriber: Send {
+    async fn next(&mut self, max_wait: Duration) -> Result<Option<BoxDelivery>>;
+    async fn close(&mut self);
+}
+
+#[async_trait]
+impl<S: Subscriber> DynSubscriber for S {
+    async fn next(&mut self, max_wait: Duration) -> Result<Option<BoxDelivery>> {
+        Ok(Subscriber::next(self, max_wait)
+            .await?
+            .map(BoxDelivery::new))
+    }
+    async fn close(&mut self) {
+        Subscriber::close(self).await;
+    }
+}
+
+/// A subscriber of any transport.
+pub struct BoxSubscriber(Box<dyn DynSubscriber>);
+
+impl BoxSubscriber {
+    /// Erase the type of `s`.
+    pub fn new<S: Subscriber>(s: S) -> Self {
+        Self(Box::new(s))
+    }
+}
+
+#[async_trait]
+impl Subscriber for BoxSubscriber {
+    type Delivery = BoxDelivery;
+    async fn next(&mut self, max_wait: Duration) -> Result<Option<BoxDelivery>> {
+        self.0.next(max_wait).await
+    }
+    async fn close(&mut self) {
+        self.0.close().await;
+    }
+}

@@ -1,0 +1,97 @@
+//! The soak's summary, read from the databases and the parking store at the end.
+
+use serde::Serialize;
+
+/// The soak's summary.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SoakReport {
+    /// Messages produced (order events and poison).
+    pub messages: u64,
+    /// Orders produced.
+    pub orders: u64,
+    /// SIGKILLs of relays and consumers.
+    pub kills: u64,
+    /// Relay kills.
+    pub relay_kills: u64,
+    /// Consumer kills.
+    pub consumer_kills: u64,
+    /// Broker restarts.
+    pub broker_restarts: u64,
+    /// Messages with no effect and no parking record.
+    pub lost: u64,
+    /// Effects applied more than once.
+    pub duplicate_effects: u64,
+    /// Effects applied out of aggregate order.
+    pub order_violations: u64,
+    /// Parked messages.
+    pub parked: u64,
+    /// Parked messages that were not poison (should be none).
+    pub parked_unexpected: u64,
+    /// Orders reserved.
+    pub reserved: u64,
+    /// Orders rejected and applied back by the orders service.
+    pub rejected: u64,
+    /// Out-of-stock orders produced.
+    pub out_of_stock_orders: u64,
+    /// Cancellations applied.
+    pub cancelled: u64,
+    /// Duplicate deliveries absorbed by the inboxes.
+    pub duplicates_absorbed: u64,
+    /// Handler calls that were retries.
+    pub retried_calls: u64,
+    /// Stock matches reservations.
+    pub stock_consistent: bool,
+    /// Seconds from start to quiescence.
+    pub elapsed_s: f64,
+    /// Messages per second over the run.
+    pub throughput_msgs_per_s: f64,
+    /// Invariants that failed.
+    pub failures: Vec<String>,
+}
+
+impl SoakReport {
+    /// A human summary.
+    pub fn print(&self) {
+        let r = self;
+        println!();
+        println!(
+            "postroom soak ({:.1} s, {:.0} messages/s)",
+            r.elapsed_s, r.throughput_msgs_per_s
+        );
+        crate::verdict::row(
+            23,
+            "messages",
+            format!("{} ({} orders)", r.messages, r.orders),
+        );
+        crate::verdict::row(
+            23,
+            "kills (SIGKILL)",
+            format!(
+                "{} ({} relay, {} consumer)",
+                r.kills, r.relay_kills, r.consumer_kills
+            ),
+        );
+        crate::verdict::row(23, "reserved", r.reserved);
+        crate::verdict::row(
+            23,
+            "rejected",
+            format!(
+                "{} of {} out-of-stock orders",
+                r.rejected, r.out_of_stock_orders
+            ),
+        );
+        crate::verdict::row(23, "cancelled", r.cancelled);
+        crate::verdict::row(
+            23,
+            "parked",
+            format!("{} ({} not poison)", r.parked, r.parked_unexpected),
+        );
+        crate::verdict::row(23, "duplicates absorbed", r.duplicates_absorbed);
+        crate::verdict::row(23, "retried handler calls", r.retried_calls);
+        crate::verdict::row(23, "lost", r.lost);
+        crate::verdict::row(23, "duplicate effects", r.duplicate_effects);
+        crate::verdict::row(23, "out-of-order effects", r.order_violations);
+        crate::verdict::row(23, "stock consistent", r.stock_consistent);
+        crate::verdict::print(&r.failures);
+    }
+}

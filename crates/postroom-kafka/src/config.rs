@@ -1,0 +1,148 @@
+//! Settings of one workload on Kafka: where the brokers are, the workload prefix of its topic
+//! and group names, the retry ladder (one topic per stage), how topics are created, and the
+//! ordering policy of retries.
+
+use postroom_core::{Error, ErrorKind, Result, RetryLadder};
+use std::time::Duration;
+
+/// How a failed record of a partition is retried, and so what happens to the order of the
+/// records after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetryOrdering {
+    /// The failed record goes to a retry topic and the partition flows on: later records of
+    /// its key may overtake it, and the handler's version guard keeps the state in order.
+    #[default]
+    RetryTopics,
+    /// The partition does not advance until the failed record succeeds or is parked: one
+    /// record of a partition in flight at a time, the retry delay kept by pausing the
+    /// partition (no retry topic). Strict order, at the price of a stalled partition.
+    Blocking,
+    /// Retry topics, but once a key has a record in the retry path, later records of that key
+    /// follow it there (in order, behind it) instead of overtaking it; other keys keep
+    /// flowing. The chain of a key lives in the consumer process: after a restart a copy
+    /// waiting in a retry topic is handled when due, with the version guard as the backstop.
+    PerKeyRetry,
+}
+
+/// One workload on a Kafka cluster.
+#[derive(Clone, Debug)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`: `host:port[,host:port…]`.
+    pub brokers: String,
+    /// Workload prefix of topic and group names (`shop` → topic `shop.order.created`, group
+    /// `shop.inventory`); empty: none.
+    pub prefix: String,
+    /// Delays of the retry stages: one topic `<group>.retry.<delay>` each.
+    pub ladder: RetryLadder,
+    /// Partitions of topics created by postroom.
+    pub partitions: i32,
+    /// Replication factor of topics created by postroom.
+    pub replication: i32,
+    /// `retention.ms` of the topics created by postroom (`None`: the broker's default).
+    pub retention: Option<Duration>,
+    /// How long a revoked partition's in-flight records may take to settle before their work is
+    /// abandoned (they are then delivered again to the partition's new owner).
+    pub revoke_wait: Duration,
+    /// `session.timeout.ms` of consumers.
+    pub session_timeout: Duration,
+    /// How often stored offsets are committed.
+    pub commit_interval: Duration,
+    /// Retry ordering policy of consumers.
+    pub ordering: RetryOrdering,
+    /// Extra librdkafka properties for every client (TLS, SASL, tuning).
+    pub extra: Vec<(String, String)>,
+}
+
+impl KafkaConfig {
+    /// A workload on `brokers`, no prefix, the default ladder, one partition, replication 1.
+    #[must_use]
+    pub fn new(brokers: impl Into<String>) -> Self {
+        Self {
+            brokers: brokers.into(),
+            prefix: String::new(),
+            ladder: RetryLadder::default(),
+            partitions: 1,
+            replication: 1,
+            retention: None,
+            revoke_wait: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(10),
+            commit_interval: Duration::from_millis(200),
+            ordering: RetryOrdering::RetryTopics,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Set the workload prefix.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Set the ladder.
+    #[must_use]
+    pub fn ladder(mut self, ladder: RetryLadder) -> Self {
+        self.ladder = ladder;
+        self
+    }
+
+    /// Set the partitions of created topics.
+    #[must_use]
+    pub fn partitions(mut self, partitions: i32) -> Self {
+        self.partitions = partitions;
+        self
+    }
+
+    /// Set the retry ordering policy.
+    #[must_use]
+    pub fn ordering(mut self, ordering: RetryOrdering) -> Self {
+        self.ordering = ordering;
+        self
+    }
+
+    /// Refuse settings that cannot work.
+    pub fn validate(&self) -> Result<()> {
+        if self.brokers.trim().is_empty() {
+            return Err(Error::new(ErrorKind::Config, "no Kafka brokers given"));
+        }
+        if self.partitions < 1 || self.replication < 1 {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "partitions and replication factor must be at least 1",
+            ));
+        }
+        if let Some(bad) = self.prefix.chars().find(|c| !valid_topic_char(*c)) {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "the prefix {:?} has {bad:?}: Kafka names take letters, digits, '.', '_' and '-'",
+                    self.prefix
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The librdkafka client settings shared by every client of this workload (brokers,
+    /// client id, the extra properties).
+    #[must_use]
+    pub fn client_config(&self) -> rdkafka::ClientConfig {
+        self.client()
+    }
+
+    pub(crate) fn client(&self) -> rdkafka::ClientConfig {
+        let mut c = rdkafka::ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        c.set("client.id", "postroom");
+        for (k, v) in &self.extra {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+/// Whether Kafka accepts `c` in a topic name.
+#[must_use]
+pub fn valid_topic_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}

@@ -1,0 +1,387 @@
+//! The topics of a workload: every consumer's subscribed topics, one retry topic per ladder
+//! stage, its redrive topic and its parking topic, created through the admin client with the
+//! configured partitions, replication and retention. [`Topology::plan`] says what is missing
+//! (a dry run); [`Topology::apply`] creates it and leaves existing topics as they are.
+
+use crate::config::KafkaConfig;
+use crate::error::{kafka, kind_of_code};
+use crate::naming::{ConsumerTopics, check_topic, topic_of};
+use postroom_core::{Error, ErrorKind, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::RDKafkaErrorCode;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One topic as the workload wants it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicSpec {
+    /// Name.
+    pub name: String,
+    /// Partitions.
+    pub partitions: i32,
+    /// Replication factor.
+    pub replication: i32,
+    /// Topic configuration (`retention.ms`).
+    pub config: Vec<(String, String)>,
+}
+
+/// What `apply` would do, or found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The topic is missing and will be created.
+    Create(TopicSpec),
+    /// The topic exists with fewer partitions than wanted (partitions are never changed by
+    /// postroom: adding some moves keys to other partitions, which breaks per-key order).
+    FewerPartitions {
+        /// Topic.
+        topic: String,
+        /// Partitions it has.
+        has: i32,
+        /// Partitions wanted.
+        wanted: i32,
+    },
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::Create(t) => write!(
+                f,
+                "create topic {} (partitions {}, replication {}{})",
+                t.name,
+                t.partitions,
+                t.replication,
+                t.config
+                    .iter()
+                    .map(|(k, v)| format!(", {k}={v}"))
+                    .collect::<String>()
+            ),
+            Change::FewerPartitions { topic, has, wanted } => write!(
+                f,
+                "topic {topic} has {has} partitions, {wanted} wanted (left as it is: adding partitions moves keys)"
+            ),
+        }
+    }
+}
+
+/// The topics of consumers on routes.
+#[derive(Clone, Debug, Default)]
+pub struct Consumers(pub BTreeMap<String, Vec<String>>);
+
+impl Consumers {
+    /// Add `consumer` on `routes`.
+    #[must_use]
+    pub fn with(mut self, consumer: &str, routes: &[&str]) -> Self {
+        let e = self.0.entry(consumer.to_string()).or_default();
+        for r in routes {
+            if !e.iter().any(|x| x == r) {
+                e.push((*r).to_string());
+            }
+        }
+        self
+    }
+}
+
+/// The topics of one workload and the admin client that creates them.
+#[derive(Clone)]
+pub struct Topology {
+    config: KafkaConfig,
+    consumers: Consumers,
+    admin: Arc<AdminClient<DefaultClientContext>>,
+}
+
+impl fmt::Debug for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Topology")
+            .field("prefix", &self.config.prefix)
+            .field("consumers", &self.consumers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Topology {
+    /// The topology of `consumers` under `config`.
+    pub fn new(config: &KafkaConfig, consumers: Consumers) -> Result<Self> {
+        config.validate()?;
+        Ok(Self {
+            config: config.clone(),
+            consumers,
+            admin: Arc::new(admin(config)?),
+        })
+    }
+
+    /// Every topic the workload needs: the consumers' routes (patterns excepted: they match
+    /// topics made by others), their retry, redrive and parking topics.
+    pub fn desired(&self) -> Result<Vec<TopicSpec>> {
+        let mut names = Vec::new();
+        let mut ledgers = Vec::new();
+        for (consumer, routes) in &self.consumers.0 {
+            names.extend(consumer_topics(&self.config, consumer, routes));
+            ledgers.push(ConsumerTopics::new(&self.config.prefix, consumer).deliveries);
+        }
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .map(|n| {
+                check_topic(n)?;
+                Ok(topic_spec(&self.config, n, ledgers.contains(n)))
+            })
+            .collect()
+    }
+
+    /// What [`apply`](Self::apply) would change (a dry run).
+    pub async fn plan(&self) -> Result<Vec<Change>> {
+        let existing = self.existing().await?;
+        let mut out = Vec::new();
+        for spec in self.desired()? {
+            match existing.get(&spec.name) {
+                None => out.push(Change::Create(spec)),
+                Some(has) if *has < spec.partitions => out.push(Change::FewerPartitions {
+                    topic: spec.name.clone(),
+                    has: *has,
+                    wanted: spec.partitions,
+                }),
+                Some(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Create what is missing; returns what was planned.
+    pub async fn apply(&self) -> Result<Vec<Change>> {
+        let plan = self.plan().await?;
+        let create: Vec<TopicSpec> = plan
+            .iter()
+            .filter_map(|c| match c {
+                Change::Create(t) => Some(t.clone()),
+                Change::FewerPartitions { .. } => None,
+            })
+            .collect();
+        create_topics(&self.admin, &create).await?;
+        Ok(plan)
+    }
+
+    /// Topic names and partition counts on the cluster.
+    pub async fn existing(&self) -> Result<BTreeMap<String, i32>> {
+        let admin = self.admin.clone();
+        tokio::task::spawn_blocking(move || {
+            let md = admin
+                .inner()
+                .fetch_metadata(None, Duration::from_secs(10))
+                .map_err(|e| kafka("reading the cluster's topics", e))?;
+            Ok(md
+                .topics()
+                .iter()
+                .map(|t| (t.name().to_string(), t.partitions().len() as i32))
+                .collect())
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, format!("metadata task failed: {e}")))?
+    }
+}
+
+/// How postroom creates topic `name`: the workload's partitions, replication and retention; a
+/// delivery ledger has one partition and is compacted (only the latest value of a key counts).
+#[must_use]
+pub fn topic_spec(config: &KafkaConfig, name: &str, ledger: bool) -> TopicSpec {
+    let mut settings = Vec::new();
+    if ledger {
+        settings.push(("cleanup.policy".to_string(), "compact".to_string()));
+    } else if let Some(r) = config.retention {
+        settings.push(("retention.ms".to_string(), r.as_millis().to_string()));
+    }
+    TopicSpec {
+        name: name.to_string(),
+        partitions: if ledger { 1 } else { config.partitions },
+        replication: config.replication,
+        config: settings,
+    }
+}
+
+/// The topics of `consumer` on `routes`: route topics (not patterns), stages, redrive, parking,
+/// the delivery ledger.
+#[must_use]
+pub fn consumer_topics(config: &KafkaConfig, consumer: &str, routes: &[String]) -> Vec<String> {
+    let names = ConsumerTopics::new(&config.prefix, consumer);
+    let mut out: Vec<String> = routes
+        .iter()
+        .filter(|r| !is_pattern(r))
+        .map(|r| topic_of(&config.prefix, r))
+        .collect();
+    out.extend(names.retries(&config.ladder));
+    out.push(names.redrive.clone());
+    out.push(names.parking.clone());
+    out.push(names.deliveries.clone());
+    out
+}
+
+/// Whether a route is a pattern (`*` one word, `#` any number) rather than one topic.
+#[must_use]
+pub fn is_pattern(route: &str) -> bool {
+    route.split('.').any(|w| w == "*" || w == "#")
+}
+
+/// A route pattern as a librdkafka subscription regex over topic names under `prefix`. It may
+/// match more than the pattern (`#` across dots); the subscriber keeps only what
+/// [`postroom_core::pattern::matches`] accepts.
+#[must_use]
+pub fn pattern_regex(prefix: &str, route: &str) -> String {
+    let mut re = String::from("^");
+    if !prefix.is_empty() {
+        re.push_str(&prefix.replace('.', "\\."));
+        re.push_str("\\.");
+    }
+    let words: Vec<String> = route
+        .split('.')
+        .map(|w| match w {
+            "*" => "[^.]+".to_string(),
+            "#" => ".*".to_string(),
+            w => w.to_string(),
+        })
+        .collect();
+    re.push_str(&words.join("\\."));
+    re.push('$');
+    re
+}
+
+/// An admin client for `config`.
+pub fn admin(config: &KafkaConfig) -> Result<AdminClient<DefaultClientContext>> {
+    config
+        .client()
+        .create()
+        .map_err(|e| kafka("creating the Kafka admin client", e))
+}
+
+/// Create `topics`; one that exists already is left as it is.
+pub async fn create_topics(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[TopicSpec],
+) -> Result<()> {
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| {
+            let mut n = NewTopic::new(
+                &t.name,
+                t.partitions,
+                TopicReplication::Fixed(t.replication),
+            );
+            for (k, v) in &t.config {
+                n = n.set(k, v);
+            }
+            n
+        })
+        .collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .create_topics(new.iter(), &opts)
+        .await
+        .map_err(|e| kafka("creating topics", e))?;
+    for r in results {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => {
+                return Err(Error::new(
+                    kind_of_code(code),
+                    format!("creating topic {topic}: {code}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Delete `topics` (test cleanup, operators); a missing one is not an error.
+pub async fn delete_topics(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[String],
+) -> Result<()> {
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .delete_topics(&names, &opts)
+        .await
+        .map_err(|e| kafka("deleting topics", e))?;
+    for r in results {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+            Err((topic, code)) => {
+                return Err(Error::new(
+                    kind_of_code(code),
+                    format!("deleting topic {topic}: {code}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Delete consumer groups (their committed offsets); a missing one is not an error.
+pub async fn delete_groups(
+    admin: &AdminClient<DefaultClientContext>,
+    groups: &[String],
+) -> Result<()> {
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .delete_groups(&names, &opts)
+        .await
+        .map_err(|e| kafka("deleting consumer groups", e))?;
+    for r in results {
+        match r {
+            Ok(_)
+            | Err((_, RDKafkaErrorCode::GroupIdNotFound))
+            | Err((_, RDKafkaErrorCode::NotCoordinator)) => {}
+            Err((group, code)) => {
+                return Err(Error::new(
+                    kind_of_code(code),
+                    format!("deleting consumer group {group}: {code}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_become_anchored_regexes_under_the_prefix() {
+        assert!(is_pattern("order.*") && is_pattern("#") && !is_pattern("order.created"));
+        assert_eq!(pattern_regex("shop", "order.*"), "^shop\\.order\\.[^.]+$");
+        assert_eq!(pattern_regex("", "order.#"), "^order\\..*$");
+    }
+
+    #[test]
+    fn a_consumer_needs_its_routes_stages_redrive_and_parking() {
+        let config = KafkaConfig::new("x:1")
+            .prefix("shop")
+            .ladder("5s,30s".parse().unwrap());
+        let topics = consumer_topics(&config, "inv", &["order.created".into(), "order.*".into()]);
+        assert_eq!(
+            topics,
+            vec![
+                "shop.order.created",
+                "shop.inv.retry.5s",
+                "shop.inv.retry.30s",
+                "shop.inv.redrive",
+                "shop.inv.parking",
+                "shop.inv.deliveries"
+            ]
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! Shared test support: the broker from `POSTROOM_TEST_KAFKA` (default 127.0.0.1:9092), a
+//! random workload prefix per test, and every topic under that prefix deleted on drop. A
+//! missing broker fails the test; it is never skipped.
+#![allow(dead_code)]
+
+pub mod ordered;
+
+use postroom_kafka::KafkaConfig;
+use postroom_kafka::topology::{admin, delete_topics};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use std::time::Duration;
+
+/// The broker under test.
+pub fn brokers() -> String {
+    std::env::var("POSTROOM_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".into())
+}
+
+/// A random suffix.
+pub fn rand_suffix() -> String {
+    uuid::Uuid::now_v7().simple().to_string()[18..].to_string()
+}
+
+/// One test's isolated workload on the shared broker.
+pub struct TestKafka {
+    pub prefix: String,
+    pub config: KafkaConfig,
+}
+
+impl TestKafka {
+    /// A workload `pk-<random>` with `ladder`; fails at once when no broker answers.
+    pub fn new(ladder: &str) -> Self {
+        // Logs when RUST_LOG asks for them.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let prefix = format!("pk-{}", rand_suffix());
+        let mut config = KafkaConfig::new(brokers())
+            .prefix(prefix.clone())
+            .ladder(ladder.parse().expect("ladder"));
+        config.revoke_wait = Duration::from_secs(5);
+        if std::env::var("POSTROOM_KAFKA_FALLBACK").is_ok() {
+            config
+                .extra
+                .push(("api.version.request".into(), "false".into()));
+            config
+                .extra
+                .push(("broker.version.fallback".into(), "2.4.0".into()));
+        }
+        if let Ok(debug) = std::env::var("POSTROOM_KAFKA_DEBUG") {
+            config.extra.push(("debug".into(), debug));
+        }
+        let probe: BaseConsumer = config.client_config().create().expect("client");
+        probe
+            .fetch_metadata(None, Duration::from_secs(10))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "a Kafka broker is required at {} (set POSTROOM_TEST_KAFKA; `bash scripts/services.sh kafka` starts one): {e}",
+                    brokers()
+                )
+            });
+        Self { prefix, config }
+    }
+
+    /// Topics under this test's prefix.
+    pub fn topics(&self) -> Vec<String> {
+        let probe: BaseConsumer = self.config.client_config().create().expect("client");
+        probe
+            .fetch_metadata(None, Duration::from_secs(10))
+            .map(|md| {
+                md.topics()
+                    .iter()
+                    .map(|t| t.name().to_string())
+                    .filter(|n| n.starts_with(&self.prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for TestKafka {
+    /// Delete the test's topics once its consumers had time to leave their groups (a topic
+    /// deleted under a live librdkafka consumer can hang that consumer's shutdown).
+    fn drop(&mut self) {
+        let config = self.config.clone();
+        let prefix = self.prefix.clone();
+        let _ = std::thread::Builder::new()
+            .name("delete-test-topics".into())
+            .spawn(move || {
+                std::thread::sleep(Duration::from_secs(3));
+                let this = TestKafka { prefix, config };
+                let topics = this.topics();
+                if let Ok(admin) = admin(&this.config) {
+                    let _ = futures::executor::block_on(delete_topics(&admin, &topics));
+                }
+                std::mem::forget(this);
+            });
+    }
+}

@@ -1,0 +1,195 @@
+//! The seed's inbox mode on Kafka, end to end against the real broker and PostgreSQL: a Kafka
+//! topic feeds the PostgreSQL inbox-queue table (each record stored, and only then its offset
+//! moved: the ingest acks after the insert committed), and N inbox-queue workers process the
+//! rows in ordered mode. A gap in an aggregate's versions that fills late is waited for and
+//! then processed in order; a gap that never fills parks the waiting record with
+//! `version_gap` after the bounded wait, while other keys flow.
+
+mod common;
+
+use common::TestKafka;
+use postroom_core::consumer::ConsumerConfig;
+use postroom_core::{
+    Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, OutgoingMessage,
+    ParkingFilter, ParkingStore, Publisher, Subscription, Transport, async_trait,
+};
+use postroom_kafka::KafkaTransport;
+use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
+use postroom_testkit::servers::TestDb;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+const CONSUMER: &str = "seed3";
+const ROUTE: &str = "orders";
+
+/// Records the versions it handled per aggregate.
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<(String, u64)>>,
+}
+
+impl Recorder {
+    fn versions_of(&self, agg: &str) -> Vec<u64> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.0 == agg)
+            .map(|c| c.1)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Handler for Recorder {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let e = &m.envelope;
+        self.calls
+            .lock()
+            .unwrap()
+            .push((e.aggregate.id.clone(), e.aggregate.version));
+        Ok(Handled::Applied)
+    }
+}
+
+fn event(agg: &str, version: u64) -> Envelope {
+    Envelope::builder("order.created", "seed-003")
+        .aggregate("order", agg, version)
+        .build()
+}
+
+async fn publish(publisher: &Arc<dyn Publisher>, events: &[&Envelope]) {
+    for e in events {
+        publisher
+            .publish(&OutgoingMessage::from_envelope(e, ROUTE))
+            .await
+            .expect("publish");
+    }
+}
+
+async fn wait_until(limit: Duration, mut cond: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cond().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kafka_topic_feeds_the_inbox_table_and_workers_process_it_in_order_across_gaps() {
+    let kafka = TestKafka::new("1s");
+    let transport = KafkaTransport::new(kafka.config.clone().partitions(2)).unwrap();
+    let db = TestDb::create().await;
+    let store = PgStore::from_pool(db.pool(12).await, TablePrefix::default());
+    store.migrate().await.unwrap();
+    let mut cc = ConsumerConfig::new(
+        CONSUMER,
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cc.handler_timeout = Duration::from_secs(5);
+    let mut cfg = InboxQueueConfig::new(cc);
+    cfg.workers = 4;
+    cfg.lease = Duration::from_secs(10);
+    cfg.poll_interval = Duration::from_millis(20);
+    cfg.ordered = Some(OrderedMode {
+        gap_wait: Duration::from_secs(8),
+        recheck: Duration::from_millis(50),
+    });
+    let iq = InboxQueue::new(store.pool().clone(), store.prefix().clone(), cfg).unwrap();
+
+    // The ingest: a consumer group member whose every record is stored, then acked.
+    let sub = transport
+        .subscribe(&Subscription::new(CONSUMER, &[ROUTE]).prefetch(16))
+        .await
+        .unwrap();
+    let (stop, rx) = watch::channel(false);
+    let ingest = {
+        let (iq, rx) = (iq.clone(), rx.clone());
+        tokio::spawn(async move { iq.ingest(sub, rx).await })
+    };
+    let handler = Arc::new(Recorder::default());
+    let workers = {
+        let (iq, h) = (iq.clone(), handler.clone());
+        tokio::spawn(async move { iq.run_workers(h, rx).await })
+    };
+
+    // Aggregate `late`: 1, 2, 4, 5 now, 3 later. Aggregate `never`: 1, 3 (2 never comes).
+    // Aggregate `flow`: 1..=4, no gap.
+    let late: Vec<Envelope> = (1..=5).map(|v| event("late", v)).collect();
+    let never = [event("never", 1), event("never", 3)];
+    let flow: Vec<Envelope> = (1..=4).map(|v| event("flow", v)).collect();
+    let publisher = transport.publisher();
+    publish(&publisher, &[&late[0], &late[1], &late[3], &late[4]]).await;
+    publish(&publisher, &never.iter().collect::<Vec<_>>()).await;
+    publish(&publisher, &flow.iter().collect::<Vec<_>>()).await;
+
+    assert!(
+        wait_until(Duration::from_secs(60), async || {
+            handler.versions_of("late").len() == 2 && handler.versions_of("flow").len() == 4
+        })
+        .await,
+        "records stored and processed: {:?}",
+        handler.calls.lock().unwrap()
+    );
+    // Every record so far is in the table, so the group's offsets moved past all of them.
+    assert!(
+        wait_until(Duration::from_secs(30), async || transport
+            .backlog(CONSUMER)
+            .await
+            .is_ok_and(|b| b.ready == 0))
+        .await,
+        "offsets committed once the rows are stored"
+    );
+    assert_eq!(
+        handler.versions_of("late"),
+        vec![1, 2],
+        "4 and 5 wait behind the missing 3"
+    );
+
+    // The missing version arrives late, within the gap wait: processed in order.
+    publish(&publisher, &[&late[2]]).await;
+    assert!(
+        wait_until(Duration::from_secs(30), async || handler
+            .versions_of("late")
+            .len()
+            == 5)
+        .await,
+        "the gap filled: {:?}",
+        handler.versions_of("late")
+    );
+    assert_eq!(handler.versions_of("late"), vec![1, 2, 3, 4, 5]);
+    assert_eq!(handler.versions_of("flow"), vec![1, 2, 3, 4]);
+
+    // The gap of `never` does not fill: version 3 is parked after the bounded wait.
+    let parking = store.parking();
+    let filter = ParkingFilter {
+        consumer: Some(CONSUMER.into()),
+        ..ParkingFilter::default()
+    };
+    let mut parked = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(30), async || {
+            parked = parking.search(&filter, 10).await.unwrap();
+            !parked.is_empty()
+        })
+        .await,
+        "the record behind a gap that never fills is parked"
+    );
+    assert_eq!(parked.len(), 1);
+    assert_eq!(parked[0].message_id, never[1].id);
+    assert_eq!(parked[0].error_code, "version_gap");
+    assert_eq!(
+        handler.versions_of("never"),
+        vec![1],
+        "3 never reached the handler"
+    );
+    let _ = stop.send(true);
+    ingest.await.unwrap();
+    workers.await.unwrap();
+    assert_eq!(iq.pending().await.unwrap(), 0);
+}

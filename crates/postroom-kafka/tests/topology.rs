@@ -1,0 +1,124 @@
+//! Topology through the admin client: the plan lists every topic a consumer needs (its route
+//! topics, one retry topic per stage, redrive, parking and the compacted delivery ledger) with
+//! partitions, replication and retention; apply creates them; a second plan is empty; a topic with fewer partitions than
+//! wanted is reported, never changed.
+
+mod common;
+
+use common::TestKafka;
+use postroom_core::{Subscription, Transport};
+use postroom_kafka::topology::{Consumers, Topology};
+use postroom_kafka::{Change, KafkaTransport};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_then_apply_creates_every_topic_once() {
+    let kafka = TestKafka::new("5s,30s");
+    let mut config = kafka.config.clone().partitions(3);
+    config.retention = Some(Duration::from_secs(7 * 24 * 3600));
+    let consumers = Consumers::default().with("inventory", &["order.created", "order.*"]);
+    let topology = Topology::new(&config, consumers).expect("topology");
+    let plan = topology.plan().await.expect("plan");
+    let p = &kafka.prefix;
+    let mut names: Vec<String> = plan
+        .iter()
+        .map(|c| match c {
+            Change::Create(t) if t.name.ends_with(".deliveries") => {
+                // The delivery ledger: one partition, compacted, kept however long.
+                assert_eq!(t.partitions, 1);
+                assert_eq!(
+                    t.config,
+                    vec![("cleanup.policy".to_string(), "compact".to_string())]
+                );
+                t.name.clone()
+            }
+            Change::Create(t) => {
+                assert_eq!(t.partitions, 3);
+                assert_eq!(t.replication, 1);
+                assert!(
+                    t.config
+                        .contains(&("retention.ms".into(), "604800000".into()))
+                );
+                t.name.clone()
+            }
+            other => panic!("unexpected {other}"),
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            format!("{p}.inventory.deliveries"),
+            format!("{p}.inventory.parking"),
+            format!("{p}.inventory.redrive"),
+            format!("{p}.inventory.retry.30s"),
+            format!("{p}.inventory.retry.5s"),
+            format!("{p}.order.created"),
+        ],
+        "a pattern route creates no topic"
+    );
+    assert!(
+        plan[0].to_string().starts_with("create topic "),
+        "{}",
+        plan[0]
+    );
+    topology.apply().await.expect("apply");
+    let existing = topology.existing().await.expect("existing");
+    for n in &names {
+        let wanted = if n.ends_with(".deliveries") { 1 } else { 3 };
+        assert_eq!(
+            existing.get(n),
+            Some(&wanted),
+            "{n} created with {wanted} partitions"
+        );
+    }
+    assert!(
+        topology.plan().await.expect("plan").is_empty(),
+        "apply is idempotent"
+    );
+
+    let wider = Topology::new(
+        &config.clone().partitions(6),
+        Consumers::default().with("inventory", &["order.created"]),
+    )
+    .expect("topology");
+    let plan = wider.plan().await.expect("plan");
+    assert!(
+        plan.iter().all(|c| matches!(
+            c,
+            Change::FewerPartitions {
+                has: 3,
+                wanted: 6,
+                ..
+            }
+        )),
+        "{plan:?}"
+    );
+}
+
+/// A subscription of a consumer the topology never heard of creates what it needs at run time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_creates_a_new_consumers_topics() {
+    let kafka = TestKafka::new("1s,2s");
+    let t = KafkaTransport::new(kafka.config.clone()).expect("transport");
+    t.bind(&Subscription::new("late", &["late.topic"]))
+        .await
+        .expect("bind");
+    let topics = kafka.topics();
+    let p = &kafka.prefix;
+    for n in [
+        format!("{p}.late.topic"),
+        format!("{p}.late.retry.1s"),
+        format!("{p}.late.retry.2s"),
+        format!("{p}.late.redrive"),
+        format!("{p}.late.parking"),
+    ] {
+        assert!(topics.contains(&n), "{n} missing from {topics:?}");
+    }
+    assert!(
+        t.bind(&Subscription::new("late", &["bad topic"]))
+            .await
+            .is_err(),
+        "a route Kafka cannot name is refused clearly"
+    );
+}

@@ -1,0 +1,138 @@
+//! A consumer process killed after its transaction committed and before its ack: the process
+//! exits at the crash point (its heartbeats die with it), the server redelivers the copy
+//! after `ack_wait`, and the next consumer's inbox absorbs it: one effect.
+//!
+//! The child is this same test run again with `POSTROOM_NATS_KILL_*` set.
+
+mod common;
+
+use common::{TestNats, eventually, order};
+use postroom_core::{
+    Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
+    OutgoingMessage, Subscription, Transport,
+};
+use postroom_sqlite::{SqliteStore, inbox, map_error};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+
+const TEST: &str = "a_consumer_killed_after_commit_before_ack_makes_one_effect";
+
+struct Effect {
+    store: SqliteStore,
+    duplicates: AtomicU64,
+}
+
+#[postroom_core::async_trait]
+impl Handler for Effect {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let mut tx = self.store.begin().await.map_err(HandlerError::from)?;
+        if !inbox::claim(&mut tx, "kill", m.envelope.id)
+            .await
+            .map_err(HandlerError::from)?
+        {
+            self.duplicates.fetch_add(1, Ordering::SeqCst);
+            return Ok(Handled::Duplicate);
+        }
+        sqlx::query("INSERT INTO effects (id) VALUES (?)")
+            .bind(m.envelope.id.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| HandlerError::from(map_error(e)))?;
+        tx.commit()
+            .await
+            .map_err(|e| HandlerError::from(map_error(e)))?;
+        Ok(Handled::Applied)
+    }
+}
+
+async fn consume(prefix: &str, db: &str, until: impl Fn(&Effect) -> bool) -> Arc<Effect> {
+    let conn = common::connect(&common::nats_url()).await;
+    let mut cfg = postroom_nats::NatsConfig::new(prefix);
+    cfg.ack_wait = Duration::from_secs(2);
+    cfg.pull_expires = Duration::from_secs(5);
+    cfg.heartbeat = Duration::from_secs(1);
+    cfg.max_age = Duration::from_secs(3600);
+    cfg.parking_max_age = Duration::from_secs(3600);
+    let transport = postroom_nats::NatsTransport::new(conn, cfg).unwrap();
+    let sub = transport
+        .subscribe(&Subscription::new("kill", &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    let effect = Arc::new(Effect {
+        store: SqliteStore::open(db).await.unwrap(),
+        duplicates: AtomicU64::new(0),
+    });
+    let mut c = ConsumerConfig::new(
+        "kill",
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    c.concurrency = 1;
+    c.handler_timeout = Duration::from_secs(10);
+    let consumer = Consumer::for_transport(c, effect.clone(), &transport.capabilities()).unwrap();
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(async move { consumer.run(sub, rx).await });
+    assert!(eventually(Duration::from_secs(30), || async { until(&effect) }).await);
+    let _ = stop.send(true);
+    let _ = task.await;
+    effect
+}
+
+async fn effects(db: &str) -> i64 {
+    let store = SqliteStore::open(db).await.unwrap();
+    sqlx::query_scalar("SELECT count(*) FROM effects")
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_killed_after_commit_before_ack_makes_one_effect() {
+    if let (Ok(prefix), Ok(db)) = (
+        std::env::var("POSTROOM_NATS_KILL_PREFIX"),
+        std::env::var("POSTROOM_NATS_KILL_DB"),
+    ) {
+        // The child: handles the copy, commits, and dies at the crash point before its ack.
+        consume(&prefix, &db, |_| false).await;
+        unreachable!("the crash point ends the process");
+    }
+    let nats = TestNats::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kill.db").display().to_string();
+    let store = SqliteStore::open(&db).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE effects (id TEXT PRIMARY KEY)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let transport = nats.transport(nats.config());
+    transport
+        .bind(&Subscription::new("kill", &["order.created"]))
+        .await
+        .unwrap();
+    let env = order("k1", 1);
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", TEST, "--nocapture"])
+        .env("POSTROOM_NATS_KILL_PREFIX", &nats.prefix)
+        .env("POSTROOM_NATS_KILL_DB", &db)
+        .env("POSTROOM_FAILPOINTS", "consumer.before_ack=exit(9)")
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(9), "the child died at the crash point");
+    assert_eq!(effects(&db).await, 1, "the child committed its effect");
+    let effect = consume(&nats.prefix, &db, |e| {
+        e.duplicates.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert_eq!(
+        effect.duplicates.load(Ordering::SeqCst),
+        1,
+        "the redelivery was absorbed"
+    );
+    assert_eq!(effects(&db).await, 1, "one effect");
+}

@@ -1,0 +1,216 @@
+//! Parking on JetStream: a copy that reaches `max_deliver` without being settled.
+//!
+//! The consumer bounds crash loops itself: its crash-loop bound is the server's `max_deliver`,
+//! so the last delivery the server makes is parked by the consumer with every diagnostic.
+//! Only when that last delivery does not settle either does the server give up, publishing a
+//! MAX_DELIVERIES advisory; the parking stream captures it and the dead-letter subscriber
+//! turns it into a parked copy (`x-dead-letter-*`) and removes the message from the work
+//! stream. On 2.9 that advisory is published only while a pull request is outstanding.
+
+mod common;
+
+use common::probe::{Mode, Probe, policy, run};
+use common::{TestNats, eventually, order, stream_messages};
+use postroom_core::parking::ingest::ingest_dead_letters;
+use postroom_core::{
+    Delivery, ErrorClass, Ordering, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
+    Subscription, Transport,
+};
+use postroom_nats::naming;
+use postroom_testkit::StoreFixture;
+use postroom_testkit::stores::sqlite::SqliteFixture;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Take `n` deliveries of the consumer's next copy and drop each unsettled, as a consumer
+/// that dies while handling it would.
+async fn crash_on(sub: &mut postroom_core::BoxSubscriber, n: u32) {
+    for k in 1..=n {
+        let d = loop {
+            if let Some(d) = sub.next(Duration::from_secs(1)).await.unwrap() {
+                break d;
+            }
+        };
+        assert_eq!(d.message().deliveries, Some(k));
+        drop(d);
+    }
+}
+
+async fn parked(transport: &dyn Transport, consumer: &str, store: &Arc<dyn ParkingStore>) -> u64 {
+    ingest_dead_letters(
+        transport,
+        consumer,
+        store.clone(),
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap();
+    store.count(&ParkingFilter::default()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consumer_parks_a_crash_loop_on_the_last_delivery_the_server_makes() {
+    let nats = TestNats::new().await;
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    cfg.max_deliver = 3;
+    let transport = nats.transport(cfg);
+    let mut sub = transport
+        .subscribe(&Subscription::new("loop", &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    let env = order("crashy", 1);
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    crash_on(&mut sub, 2).await;
+    drop(sub);
+    let probe = Probe::new(Mode::Ok);
+    let running = run(
+        &transport,
+        "loop",
+        &["order.created"],
+        probe.clone(),
+        policy("1s", 3),
+        1,
+        Ordering::Unordered,
+    )
+    .await;
+    let fixture = SqliteFixture::fresh().await;
+    let store: Arc<dyn ParkingStore> = fixture.parking();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            parked(transport.as_ref(), "loop", &store).await == 1
+        })
+        .await,
+        "parked by the consumer on delivery 3"
+    );
+    // Nothing more: no advisory (the delivery was settled), no second record.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(parked(transport.as_ref(), "loop", &store).await, 1);
+    running.stop().await;
+    assert!(
+        probe.calls().is_empty(),
+        "the handler never saw the crash loop"
+    );
+    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
+    assert_eq!(p.message_id, env.id);
+    assert_eq!(p.error_code, "crash_loop");
+    assert_eq!(p.consumer_version, "test-1");
+    assert_eq!(p.message_type.as_deref(), Some("order.created"));
+    assert_eq!(p.routing_key, "order.created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_max_deliveries_advisory_becomes_a_parked_copy_and_the_message_leaves_the_work_stream() {
+    let nats = TestNats::new().await;
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    cfg.max_deliver = 2;
+    let transport = nats.transport(cfg);
+    let mut sub = transport
+        .subscribe(&Subscription::new("adv", &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    let env = order("limit", 1);
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    // Both deliveries die unsettled, and nothing parks the copy.
+    crash_on(&mut sub, 2).await;
+    let parking_stream = naming::parking_stream(&nats.prefix, "adv");
+    // The subscriber keeps a pull request outstanding, so the server advertises the limit.
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            stream_messages(&nats.conn, &parking_stream).await == 1
+        })
+        .await,
+        "the MAX_DELIVERIES advisory was captured in the parking stream"
+    );
+    assert!(
+        sub.next(Duration::from_secs(2)).await.unwrap().is_none(),
+        "no delivery past max_deliver"
+    );
+    sub.close().await;
+    assert_eq!(stream_messages(&nats.conn, &nats.prefix).await, 1);
+    let fixture = SqliteFixture::fresh().await;
+    let store: Arc<dyn ParkingStore> = fixture.parking();
+    assert_eq!(parked(transport.as_ref(), "adv", &store).await, 1);
+    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
+    assert_eq!(p.message_id, env.id);
+    assert_eq!(p.consumer, "adv");
+    assert_eq!(p.error_code, "max_deliveries");
+    assert_eq!(p.error_class, ErrorClass::Unknown);
+    assert_eq!(p.attempts, 2);
+    assert_eq!(p.routing_key, "order.created");
+    assert!(
+        p.error_message.contains("2 deliveries"),
+        "{}",
+        p.error_message
+    );
+    assert_eq!(p.body, env.to_bytes());
+    assert_eq!(
+        stream_messages(&nats.conn, &nats.prefix).await,
+        0,
+        "removed from the work stream once stored"
+    );
+    assert_eq!(
+        stream_messages(&nats.conn, &parking_stream).await,
+        1,
+        "the advisory stays in the parking stream (acknowledged), as limits retention keeps it"
+    );
+}
+
+/// With nobody pulling when the last delivery's ack wait runs out, 2.9 stays quiet: the
+/// advisory comes once a pull request is outstanding again (a consumer that restarts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_advisory_waits_for_a_pull_request_and_then_parks() {
+    let nats = TestNats::new().await;
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    cfg.max_deliver = 2;
+    let transport = nats.transport(cfg);
+    let mut sub = transport
+        .subscribe(&Subscription::new("quiet", &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    let env = order("quiet", 1);
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    crash_on(&mut sub, 2).await;
+    sub.close().await;
+    drop(sub);
+    let parking_stream = naming::parking_stream(&nats.prefix, "quiet");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let quiet = stream_messages(&nats.conn, &parking_stream).await;
+    assert_eq!(
+        quiet, 0,
+        "2.9 advertises the limit only to an outstanding pull request"
+    );
+    let sub = transport
+        .subscribe(&Subscription::new("quiet", &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    let fixture = SqliteFixture::fresh().await;
+    let store: Arc<dyn ParkingStore> = fixture.parking();
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            parked(transport.as_ref(), "quiet", &store).await == 1
+        })
+        .await,
+        "parked once a pull request was outstanding"
+    );
+    drop(sub);
+    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
+    assert_eq!(
+        (p.message_id, p.error_code.as_str()),
+        (env.id, "max_deliveries")
+    );
+}

@@ -1,0 +1,105 @@
+//! A handler that outlives `ack_wait`: Progress heartbeats keep its delivery owned, so the
+//! server does not hand the copy to anyone else while it runs; once the delivery is dropped
+//! unsettled, the heartbeats stop and the copy comes back after `ack_wait`.
+
+mod common;
+
+use common::probe::{Mode, Probe, policy, run};
+use common::{TestNats, eventually, order};
+use postroom_core::{Delivery, Ordering, OutgoingMessage, Subscriber, Subscription, Transport};
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
+    let nats = TestNats::new().await;
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    let transport = nats.transport(cfg);
+    let probe = Probe::new(Mode::Slow(Duration::from_millis(3500)));
+    // Two processes: a copy whose ownership lapsed would go to the other one.
+    let a = run(
+        &transport,
+        "slow",
+        &["order.created"],
+        probe.clone(),
+        policy("1s", 2),
+        1,
+        Ordering::Unordered,
+    )
+    .await;
+    let b = run(
+        &transport,
+        "slow",
+        &["order.created"],
+        probe.clone(),
+        policy("1s", 2),
+        1,
+        Ordering::Unordered,
+    )
+    .await;
+    let env = order("slow", 1);
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            !probe.calls_for(env.id).is_empty()
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let stats = a.stats.snapshot().applied + b.stats.snapshot().applied;
+    a.stop().await;
+    b.stop().await;
+    assert_eq!(
+        probe.calls_for(env.id).len(),
+        1,
+        "never redelivered while the handler ran"
+    );
+    assert_eq!(stats, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_delivery_stops_its_heartbeats_and_comes_back() {
+    let nats = TestNats::new().await;
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    let transport = nats.transport(cfg);
+    let mut sub = transport
+        .subscribe(&Subscription::new("drop", &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(
+            &order("d", 1),
+            "order.created",
+        ))
+        .await
+        .unwrap();
+    let first = sub
+        .next(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(first.message().deliveries, Some(1));
+    let dropped = Instant::now();
+    drop(first);
+    let again = loop {
+        if let Some(d) = sub.next(Duration::from_millis(200)).await.unwrap() {
+            break d;
+        }
+        assert!(
+            dropped.elapsed() < Duration::from_secs(10),
+            "never came back"
+        );
+    };
+    assert!(
+        dropped.elapsed() >= Duration::from_millis(900),
+        "back only after ack_wait"
+    );
+    assert_eq!(again.message().deliveries, Some(2));
+    again.ack().await.map_err(|(e, _)| e).unwrap();
+}

@@ -1,0 +1,83 @@
+//! The relay on JetStream: a relay that died between the PubAck and marking its rows
+//! publishes the same ids again; `Nats-Msg-Id` makes the stream keep one copy, the PubAck of
+//! the republish is flagged duplicate and counts as confirmed, and the consumer sees one
+//! delivery. A batch keeps its publishes in flight and gets one result per message.
+
+mod common;
+
+use common::probe::{Mode, Probe, policy, run};
+use common::{TestNats, eventually, order, stream_messages};
+use postroom_core::{Ordering, OutboxRelay, RelayConfig, Transport};
+use postroom_testkit::stores::sqlite::SqliteFixture;
+use postroom_testkit::{Backend, TransportFixture};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_after_publish_before_mark_leaves_one_copy_in_the_stream() {
+    let nats = TestNats::new().await;
+    let transport = nats.transport(nats.config());
+    let probe = Probe::new(Mode::Ok);
+    let running = run(
+        &transport,
+        "inv",
+        &["order.created"],
+        probe.clone(),
+        policy("1s", 2),
+        2,
+        Ordering::Unordered,
+    )
+    .await;
+    let backend = Backend::new(
+        Arc::new(SqliteFixture::fresh().await),
+        TransportFixture {
+            transport: transport.clone(),
+            ladder: "1s".parse().unwrap(),
+            redelivery_after: Duration::from_secs(2),
+            prefetch: 2,
+        },
+    );
+    let envs: Vec<_> = (0..5).map(|i| order(&format!("o{i}"), 1)).collect();
+    for e in &envs {
+        backend.produce(e, "order.created").await.unwrap();
+    }
+    // The doomed relay: claims, publishes (every PubAck received), dies before marking.
+    let claimed = backend
+        .outbox()
+        .claim("doomed", 10, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 5);
+    let msgs: Vec<_> = claimed.iter().map(|r| r.to_message()).collect();
+    let results = transport.publisher().publish_batch(&msgs).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    // Its lease runs out; another relay publishes the same ids again and marks them.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let survivor = OutboxRelay::new(
+        backend.outbox(),
+        transport.publisher(),
+        RelayConfig {
+            relay_id: "survivor".into(),
+            ..RelayConfig::default()
+        },
+    );
+    let pass = survivor.run_once().await.unwrap();
+    assert_eq!(pass.claimed, 5, "the survivor republished every row");
+    assert_eq!(backend.outbox().pending().await.unwrap(), 0, "all marked");
+    assert_eq!(
+        stream_messages(&nats.conn, &nats.prefix).await,
+        5,
+        "Nats-Msg-Id kept one copy of each id"
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            probe.calls().len() >= 5
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    running.stop().await;
+    for e in &envs {
+        assert_eq!(probe.calls_for(e.id).len(), 1, "one delivery of {}", e.id);
+    }
+}

@@ -1,0 +1,197 @@
+//! Kafka (`kafka://host:port`): the workload's topics (routes, retry stages, redrive, parking,
+//! delivery ledger) created through the admin API, and the transport over one idempotent
+//! producer and a consumer group per consumer.
+//!
+//! The URL names one bootstrap broker; `?brokers=h2:9092,h3:9092` adds more, `?partitions=N`
+//! and `?replication=N` set how created topics are made (defaults 1 and 1).
+
+use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use crate::endpoint::Endpoint;
+use crate::error::{OpsError, OpsResult};
+use crate::workload::TransportSpec;
+use postroom_core::{Transport, async_trait};
+use postroom_kafka::topology::{Consumers, admin, delete_groups, delete_topics};
+use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
+use std::sync::Arc;
+
+/// Opens Kafka transports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KafkaDriver;
+
+/// The Kafka settings a `kafka://` URL and a workload give.
+pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConfig> {
+    let url = url::Url::parse(broker.expose())
+        .map_err(|e| OpsError::usage(format!("broker {}: {e}", broker.redacted())))?;
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| OpsError::usage(format!("broker {}: no host", broker.redacted())))?;
+    let mut brokers = vec![format!("{host}:{}", url.port().unwrap_or(9092))];
+    let w = &spec.workload;
+    let mut config = KafkaConfig::new(String::new()).prefix(w.prefix.clone());
+    for (key, value) in url.query_pairs() {
+        let number = || {
+            value
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    OpsError::usage(format!(
+                        "broker {}: {key} must be a whole number of at least 1, not {value:?}",
+                        broker.redacted()
+                    ))
+                })
+        };
+        match key.as_ref() {
+            "brokers" => brokers.extend(
+                value
+                    .split(',')
+                    .filter(|b| !b.is_empty())
+                    .map(str::to_string),
+            ),
+            "partitions" => config.partitions = number()?,
+            "replication" => config.replication = number()?,
+            other => {
+                return Err(OpsError::usage(format!(
+                    "broker {}: unknown setting {other:?} (known: brokers, partitions, replication)",
+                    broker.redacted()
+                )));
+            }
+        }
+    }
+    config.brokers = brokers.join(",");
+    if let Some(ladder) = &w.ladder {
+        config.ladder = ladder.clone();
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn consumers_of(spec: &TransportSpec) -> Consumers {
+    spec.workload
+        .consumers
+        .iter()
+        .fold(Consumers::default(), |acc, c| {
+            let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
+            acc.with(&c.name, &routes)
+        })
+}
+
+impl Driver for KafkaDriver {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn schemes(&self) -> &'static [&'static str] {
+        &["kafka"]
+    }
+}
+
+#[async_trait]
+impl TransportDriver for KafkaDriver {
+    async fn open(
+        &self,
+        endpoint: &Endpoint,
+        spec: &TransportSpec,
+    ) -> OpsResult<Arc<dyn Transport>> {
+        let config = config_of(endpoint, spec)?;
+        if spec.fresh {
+            // The workload's names belong to this run: its topics and groups start empty, so
+            // that no record or offset of an earlier, interrupted run reaches this one.
+            let topology = Topology::new(&config, consumers_of(spec))?;
+            let existing = topology
+                .existing()
+                .await
+                .map_err(|e| cannot_reach("Kafka", endpoint, e))?;
+            let ours: Vec<String> = existing
+                .into_keys()
+                .filter(|t| t.starts_with(&format!("{}.", config.prefix)))
+                .collect();
+            let mut groups = Vec::new();
+            for c in &spec.workload.consumers {
+                let names = ConsumerTopics::new(&config.prefix, &c.name);
+                groups.push(format!("{}.reader", names.deliveries));
+                groups.push(names.parking_group);
+                groups.push(names.group);
+            }
+            let admin = admin(&config)?;
+            delete_groups(&admin, &groups).await?;
+            delete_topics(&admin, &ours).await?;
+            topology.apply().await?;
+        }
+        Ok(Arc::new(KafkaTransport::new(config)?))
+    }
+
+    async fn topology(
+        &self,
+        endpoint: &Endpoint,
+        spec: &TransportSpec,
+    ) -> OpsResult<Box<dyn TopologyPlan>> {
+        let config = config_of(endpoint, spec)?;
+        Ok(Box::new(KafkaTopology(Topology::new(
+            &config,
+            consumers_of(spec),
+        )?)))
+    }
+}
+
+struct KafkaTopology(Topology);
+
+#[async_trait]
+impl TopologyPlan for KafkaTopology {
+    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
+        Ok(self
+            .0
+            .plan()
+            .await?
+            .iter()
+            .map(|c| PlannedChange {
+                text: c.to_string(),
+                conflict: false,
+            })
+            .collect())
+    }
+
+    async fn apply(&self) -> OpsResult<usize> {
+        Ok(self
+            .0
+            .apply()
+            .await?
+            .iter()
+            .filter(|c| matches!(c, postroom_kafka::Change::Create(_)))
+            .count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Workload;
+
+    fn spec() -> TransportSpec {
+        TransportSpec::of(Workload::new("shop", "5s".parse().unwrap()).consumer("c", &["a.b"]))
+    }
+
+    #[test]
+    fn the_url_gives_brokers_and_topic_settings() {
+        let e = Endpoint::broker("kafka://k1:9093?brokers=k2:9092,k3:9092&partitions=4").unwrap();
+        let c = config_of(&e, &spec()).unwrap();
+        assert_eq!(c.brokers, "k1:9093,k2:9092,k3:9092");
+        assert_eq!((c.partitions, c.replication), (4, 1));
+        assert_eq!(c.prefix, "shop");
+        let plain = config_of(&Endpoint::broker("kafka://127.0.0.1").unwrap(), &spec()).unwrap();
+        assert_eq!(plain.brokers, "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn bad_settings_are_clear_errors() {
+        for (url, needle) in [
+            ("kafka://k?partitions=0", "partitions must be"),
+            ("kafka://k?partitions=x", "partitions must be"),
+            ("kafka://k?linger=5", "unknown setting"),
+        ] {
+            let e = config_of(&Endpoint::broker(url).unwrap(), &spec()).unwrap_err();
+            assert!(e.message.contains(needle), "{url}: {e}");
+        }
+    }
+}

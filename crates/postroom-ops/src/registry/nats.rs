@@ -1,0 +1,250 @@
+//! NATS JetStream (`nats://`): the workload's streams and durables, planned and applied over
+//! the JetStream API, and the transport over one connection.
+//!
+//! A topology file's neutral keys (`prefix`, `ladder`, `[[consumers]] name, bindings`) come
+//! from the workload; every other key is one of postroom-nats's `NatsConfig` (`ack_wait`,
+//! `max_deliver`, `max_ack_pending`, `backoff`, `max_delay`, `duplicate_window`, `storage`,
+//! …, and a consumer's `partitions`). A key neither knows is refused by name.
+
+use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use crate::endpoint::Endpoint;
+use crate::error::{OpsError, OpsResult};
+use crate::workload::TransportSpec;
+use postroom_core::{Transport, async_trait};
+use postroom_nats::topology::reset::delete_workload;
+use postroom_nats::{NatsConfig, NatsConnection, NatsTransport, Topology};
+use std::sync::Arc;
+
+/// Opens NATS JetStream transports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NatsDriver;
+
+/// The NATS configuration of `spec`: its workload, the NATS keys of its topology file, and
+/// what the workload implies (a ladder longer than `max_delay` raises it, a ladder with more
+/// stages than `max_deliver` allows raises that, `spec.redelivery_after` is the `ack_wait`), each only
+/// where the file does not set the key itself.
+pub fn config_of(spec: &TransportSpec) -> OpsResult<NatsConfig> {
+    let w = &spec.workload;
+    let (mut config, explicit) = match &spec.topology_text {
+        Some(text) => from_text(text, spec)?,
+        None => {
+            let mut c = NatsConfig::new(&w.prefix);
+            for consumer in &w.consumers {
+                let routes: Vec<&str> = consumer.routes.iter().map(String::as_str).collect();
+                c = c.with_consumer(&consumer.name, &routes);
+            }
+            (c, Vec::new())
+        }
+    };
+    let set = |key: &str| explicit.iter().any(|k| k == key);
+    if let Some(lease) = spec.redelivery_after
+        && !set("ack_wait")
+        && config.backoff.is_empty()
+    {
+        config.ack_wait = lease;
+    }
+    if let Some(ladder) = &w.ladder {
+        let longest = ladder.delays().iter().copied().max().unwrap_or_default();
+        if longest > config.max_delay {
+            if set("max_delay") {
+                return Err(OpsError::usage(format!(
+                    "topology file: the ladder's longest stage ({}) is longer than max_delay ({}): raise max_delay or shorten the ladder",
+                    postroom_core::retry::ladder::format_duration(longest),
+                    postroom_core::retry::ladder::format_duration(config.max_delay),
+                )));
+            }
+            config.max_delay = longest;
+        }
+        // The first delivery, one per stage and one to spare.
+        let needed = u32::try_from(ladder.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(2);
+        if config.max_deliver < needed && !set("max_deliver") {
+            config.max_deliver = needed;
+        }
+    }
+    config
+        .validate()
+        .map_err(|e| OpsError::usage(format!("NATS topology: {}", e.message())))?;
+    Ok(config)
+}
+
+/// The configuration of a topology file's text, and the NATS keys it set explicitly.
+fn from_text(text: &str, spec: &TransportSpec) -> OpsResult<(NatsConfig, Vec<String>)> {
+    let bad = |e: &dyn std::fmt::Display| OpsError::usage(format!("topology file (NATS): {e}"));
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| bad(&e))?;
+    table.remove("ladder");
+    let explicit: Vec<String> = table.keys().cloned().collect();
+    table.insert(
+        "prefix".into(),
+        toml::Value::String(spec.workload.prefix.clone()),
+    );
+    if let Some(consumers) = table.get_mut("consumers") {
+        let Some(list) = consumers.as_array_mut() else {
+            return Err(bad(&"consumers must be a list of [[consumers]] tables"));
+        };
+        for c in list {
+            let Some(c) = c.as_table_mut() else {
+                return Err(bad(&"each [[consumers]] entry must be a table"));
+            };
+            let bindings = c
+                .remove("bindings")
+                .unwrap_or(toml::Value::Array(Vec::new()));
+            c.insert("routes".into(), bindings);
+        }
+    }
+    let config: NatsConfig = toml::Value::Table(table).try_into().map_err(|e| bad(&e))?;
+    Ok((config, explicit))
+}
+
+async fn connect(endpoint: &Endpoint) -> OpsResult<NatsConnection> {
+    NatsConnection::connect(endpoint.expose(), "postroom")
+        .await
+        .map_err(|e| cannot_reach("NATS", endpoint, e))
+}
+
+impl Driver for NatsDriver {
+    fn name(&self) -> &'static str {
+        "nats"
+    }
+
+    fn schemes(&self) -> &'static [&'static str] {
+        &["nats"]
+    }
+}
+
+#[async_trait]
+impl TransportDriver for NatsDriver {
+    async fn open(
+        &self,
+        endpoint: &Endpoint,
+        spec: &TransportSpec,
+    ) -> OpsResult<Arc<dyn Transport>> {
+        let config = config_of(spec)?;
+        let conn = connect(endpoint).await?;
+        if spec.fresh {
+            // The workload's streams belong to this run: start from an empty server state, so
+            // that no copy of an earlier, interrupted run is delivered into this one.
+            delete_workload(&conn, &config.prefix).await?;
+            Topology::new(conn.clone(), config.clone())?.apply().await?;
+        }
+        Ok(Arc::new(NatsTransport::new(conn, config)?))
+    }
+
+    async fn topology(
+        &self,
+        endpoint: &Endpoint,
+        spec: &TransportSpec,
+    ) -> OpsResult<Box<dyn TopologyPlan>> {
+        let config = config_of(spec)?;
+        let conn = connect(endpoint).await?;
+        Ok(Box::new(NatsTopology(Topology::new(conn, config)?)))
+    }
+}
+
+struct NatsTopology(Topology);
+
+#[async_trait]
+impl TopologyPlan for NatsTopology {
+    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
+        Ok(self
+            .0
+            .plan()
+            .await?
+            .iter()
+            .map(|c| PlannedChange {
+                text: c.to_string(),
+                conflict: c.is_conflict(),
+            })
+            .collect())
+    }
+
+    async fn apply(&self) -> OpsResult<usize> {
+        Ok(self.0.apply().await?.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{TopologyFile, Workload};
+    use std::time::Duration;
+
+    fn file(text: &str) -> OpsResult<NatsConfig> {
+        config_of(&TransportSpec::from_file(TopologyFile::parse(text)?))
+    }
+
+    #[test]
+    fn the_builtin_registry_opens_nats_urls() {
+        let r = crate::Registry::builtin();
+        assert_eq!(
+            r.transport_schemes()
+                .iter()
+                .filter(|s| **s == "nats")
+                .count(),
+            1
+        );
+        let d = r
+            .transport_driver(&Endpoint::broker("nats://127.0.0.1:4222").unwrap())
+            .unwrap();
+        assert_eq!(d.name(), "nats");
+    }
+
+    #[test]
+    fn neutral_and_nats_keys_of_a_topology_file() {
+        let c = file(
+            "prefix = \"shop\"\nladder = \"5s,30s,5m\"\nack_wait = \"10s\"\nmax_ack_pending = 500\n\
+             [[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\", \"order.#\"]\npartitions = 4\n",
+        )
+        .unwrap();
+        assert_eq!(c.prefix, "shop");
+        assert_eq!(c.ack_wait, Duration::from_secs(10));
+        assert_eq!(c.max_ack_pending, 500);
+        let inv = c.consumer("inventory").unwrap();
+        assert_eq!(inv.routes, ["order.created", "order.#"]);
+        assert_eq!(inv.partitions, 4);
+    }
+
+    #[test]
+    fn a_key_nats_does_not_know_is_refused_by_name() {
+        let e = file("prefix = \"shop\"\nexchange = \"orders\"\n").unwrap_err();
+        assert!(e.message.contains("exchange"), "{e}");
+        let e =
+            file("prefix = \"shop\"\n[[consumers]]\nname = \"a\"\nqueue = \"x\"\n").unwrap_err();
+        assert!(e.message.contains("queue"), "{e}");
+        let e = file("prefix = \"a.b\"\n").unwrap_err();
+        assert!(e.message.contains("NATS prefix"), "{e}");
+        let e = file("prefix = \"shop\"\nconsumers = 3\n").unwrap_err();
+        assert!(e.message.contains("consumers"), "{e}");
+    }
+
+    #[test]
+    fn the_workload_implies_delay_deliveries_and_lease() {
+        let ladder = "1s,2s,4s,8s,16s,32s,64s,128s,256s,2h".parse().unwrap();
+        let mut spec = TransportSpec::of(
+            Workload::new("demo", ladder).consumer("inventory", &["order.created"]),
+        );
+        spec.redelivery_after = Some(Duration::from_secs(2));
+        let c = config_of(&spec).unwrap();
+        assert_eq!(
+            c.max_delay,
+            Duration::from_secs(7200),
+            "the ladder's longest stage"
+        );
+        assert_eq!(
+            c.max_deliver, 12,
+            "first delivery, ten stages, one to spare"
+        );
+        assert_eq!(c.ack_wait, Duration::from_secs(2));
+        assert_eq!(
+            c.consumer("inventory").unwrap().routes,
+            ["order.created".to_string()]
+        );
+        // What a file sets is kept, and a contradiction is refused.
+        let c =
+            file("prefix = \"p\"\nladder = \"1s\"\nmax_deliver = 3\nack_wait = \"9s\"\n").unwrap();
+        assert_eq!((c.max_deliver, c.ack_wait), (3, Duration::from_secs(9)));
+        let e = file("prefix = \"p\"\nladder = \"2h\"\nmax_delay = \"1h\"\n").unwrap_err();
+        assert!(e.message.contains("max_delay"), "{e}");
+    }
+}

@@ -1,0 +1,245 @@
+//! RabbitMQ (`amqp://`, `amqps://`): the workload's topology through the management API, and
+//! the transport over one broker link.
+//!
+//! The management API is `POSTROOM_BROKER_API`, or the broker's host with the broker's user
+//! and password: `https://…:15671` for an `amqps://` broker (the password never crosses the
+//! network in the clear when the broker link does not), `http://…:15672` for `amqp://`. The
+//! broker URL's `cacertfile` is trusted for the API's certificate too, unless the API's URL
+//! names a CA file of its own.
+
+use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use crate::endpoint::Endpoint;
+use crate::error::{OpsError, OpsResult};
+use crate::workload::TransportSpec;
+use postroom_core::{Transport, async_trait};
+use postroom_rabbitmq::tls::ca_file_of;
+use postroom_rabbitmq::{Broker, ManagementApi, RabbitTransport, Topology, TopologyConfig};
+use std::sync::Arc;
+
+/// The variable that names the management API explicitly.
+pub const BROKER_API_ENV: &str = "POSTROOM_BROKER_API";
+
+/// Opens RabbitMQ transports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RabbitDriver;
+
+/// The management API of the broker at `broker`: [`BROKER_API_ENV`] when set, else derived
+/// from the broker URL. Refuses plain http for a TLS broker.
+pub fn management_url(broker: &Endpoint) -> OpsResult<Endpoint> {
+    management_url_from(broker, std::env::var(BROKER_API_ENV).ok().as_deref())
+}
+
+/// [`management_url`] with the variable's value given.
+pub fn management_url_from(broker: &Endpoint, explicit: Option<&str>) -> OpsResult<Endpoint> {
+    let tls = broker.scheme() == "amqps";
+    if let Some(explicit) = explicit {
+        let api = Endpoint::broker(explicit).map_err(|e| e.context(BROKER_API_ENV))?;
+        if tls && api.scheme() != "https" {
+            return Err(OpsError::usage(format!(
+                "{BROKER_API_ENV} is {} but the broker is amqps://: the management API must be \
+                 https, or its password crosses the network in the clear",
+                api.redacted()
+            )));
+        }
+        return Ok(api);
+    }
+    let host = broker
+        .host()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let (scheme, port) = if tls {
+        ("https", 15671)
+    } else {
+        ("http", 15672)
+    };
+    let mut api = url::Url::parse(&format!("{scheme}://{host}:{port}"))
+        .map_err(|e| OpsError::usage(format!("management API of {broker}: {e}")))?;
+    let (user, password) = match broker.user() {
+        Some(u) => (u, broker.password().unwrap_or_default()),
+        None => ("guest".into(), "guest".into()),
+    };
+    let _ = api.set_username(&user);
+    let _ = api.set_password(
+        Some(&password)
+            .filter(|p| !p.is_empty())
+            .map(String::as_str),
+    );
+    Endpoint::broker(api.as_str())
+}
+
+/// The virtual host a broker URL names: its path, decoded (`/%2f` and no path are `/`).
+#[must_use]
+pub fn vhost_of(broker: &Endpoint) -> String {
+    let path = url::Url::parse(broker.expose())
+        .map(|u| u.path().trim_start_matches('/').to_string())
+        .unwrap_or_default();
+    let decoded = crate::endpoint::percent_decode(&path);
+    if decoded.is_empty() {
+        "/".into()
+    } else {
+        decoded
+    }
+}
+
+/// The topology configuration of `spec` on `broker`.
+pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<TopologyConfig> {
+    if let Some(text) = &spec.topology_text {
+        return TopologyConfig::from_toml(text)
+            .map_err(|e| OpsError::usage(format!("topology file: {e}")));
+    }
+    let w = &spec.workload;
+    let mut config = TopologyConfig {
+        prefix: w.prefix.clone(),
+        exchange: format!("{}.events", w.prefix),
+        vhost: vhost_of(broker),
+        ..TopologyConfig::default()
+    };
+    if let Some(ladder) = &w.ladder {
+        config.ladder = ladder.clone();
+    }
+    for c in &w.consumers {
+        let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
+        config = config.with_consumer(&c.name, &routes);
+    }
+    Ok(config)
+}
+
+/// The management API of `broker` for `vhost` ([`management_url_from`] with `explicit`),
+/// trusting the broker URL's `cacertfile` too when the API's URL names none: one CA file
+/// serves both links of a TLS broker.
+pub fn management_api(
+    broker: &Endpoint,
+    explicit: Option<&str>,
+    vhost: &str,
+) -> OpsResult<ManagementApi> {
+    let url = management_url_from(broker, explicit)?;
+    let named = |e: postroom_core::Error| {
+        OpsError::from(e).context(format!("management API {}", url.redacted()))
+    };
+    let api = ManagementApi::new(url.expose(), vhost).map_err(named)?;
+    let api_ca = ca_file_of(url.expose()).map_err(named)?;
+    match ca_file_of(broker.expose()).map_err(OpsError::from)? {
+        Some(ca) if api_ca.is_none() => api.with_ca_file(&ca).map_err(named),
+        _ => Ok(api),
+    }
+}
+
+/// The topology configuration of `spec` and the management API that applies it.
+fn prepare(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<(TopologyConfig, ManagementApi)> {
+    let config = config_of(broker, spec)?;
+    let explicit = std::env::var(BROKER_API_ENV).ok();
+    let api = management_api(broker, explicit.as_deref(), &config.vhost)?;
+    Ok((config, api))
+}
+
+impl Driver for RabbitDriver {
+    fn name(&self) -> &'static str {
+        "rabbitmq"
+    }
+
+    fn schemes(&self) -> &'static [&'static str] {
+        &["amqp", "amqps"]
+    }
+}
+
+#[async_trait]
+impl TransportDriver for RabbitDriver {
+    async fn open(
+        &self,
+        endpoint: &Endpoint,
+        spec: &TransportSpec,
+    ) -> OpsResult<Arc<dyn Transport>> {
+        let (config, api) = prepare(endpoint, spec)?;
+        let broker = Broker::connect(endpoint.expose())
+            .await
+            .map_err(|e| cannot_reach("RabbitMQ", endpoint, e))?;
+        if spec.fresh {
+            // The workload's names belong to this run: start from an empty broker state, so
+            // that no message of an earlier, interrupted run is delivered into this one.
+            let topology = Topology::new(config.clone(), api.clone())?;
+            topology.delete().await?;
+            topology.apply().await?;
+        }
+        Ok(Arc::new(RabbitTransport::new(broker, config, Some(api))?))
+    }
+
+    async fn topology(
+        &self,
+        endpoint: &Endpoint,
+        spec: &TransportSpec,
+    ) -> OpsResult<Box<dyn TopologyPlan>> {
+        let (config, api) = prepare(endpoint, spec)?;
+        Ok(Box::new(RabbitTopology(Topology::new(config, api)?)))
+    }
+}
+
+struct RabbitTopology(Topology);
+
+#[async_trait]
+impl TopologyPlan for RabbitTopology {
+    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
+        Ok(self
+            .0
+            .plan()
+            .await?
+            .iter()
+            .map(|c| PlannedChange {
+                text: c.to_string(),
+                conflict: c.is_conflict(),
+            })
+            .collect())
+    }
+
+    async fn apply(&self) -> OpsResult<usize> {
+        Ok(self.0.apply().await?.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(broker: &str) -> String {
+        management_url_from(&Endpoint::broker(broker).unwrap(), None)
+            .unwrap()
+            .expose()
+            .to_string()
+    }
+
+    #[test]
+    fn management_api_follows_the_broker() {
+        assert_eq!(
+            api("amqp://u:p@example:5672/%2f"),
+            "http://u:p@example:15672/"
+        );
+        assert_eq!(
+            api("amqp://127.0.0.1"),
+            "http://guest:guest@127.0.0.1:15672/"
+        );
+        assert_eq!(
+            api("amqps://u:p%40w@mq.example:5671/%2f"),
+            "https://u:p%40w@mq.example:15671/"
+        );
+        let tls = Endpoint::broker("amqps://u:p@mq/%2f").unwrap();
+        let e = management_url_from(&tls, Some("http://u:p@mq:15672")).unwrap_err();
+        assert!(
+            e.message.contains("must be https") && !e.message.contains(":p@"),
+            "{e}"
+        );
+        let given = management_url_from(&tls, Some("https://u:p@mq:443")).unwrap();
+        assert_eq!(given.expose(), "https://u:p@mq:443");
+    }
+
+    #[test]
+    fn vhosts() {
+        for (url, vhost) in [
+            ("amqp://h/%2f", "/"),
+            ("amqp://h", "/"),
+            ("amqp://h/", "/"),
+            ("amqp://h/shop", "shop"),
+            ("amqp://h/a%2Fb", "a/b"),
+        ] {
+            assert_eq!(vhost_of(&Endpoint::broker(url).unwrap()), vhost, "{url}");
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! What a transport is opened for: a workload (a name prefix for queues, topics or streams,
+//! the retry ladder, the consumers and the routes each takes), from code or from a topology
+//! file. A topology file is TOML; the keys every transport understands are `prefix`,
+//! `ladder` and `[[consumers]] name, bindings`; a transport reads its own keys (RabbitMQ:
+//! `exchange`, `retry_style`, `delivery_limit`, …) from the same text.
+
+use crate::error::{OpsError, OpsResult};
+use postroom_core::RetryLadder;
+use postroom_core::parking::LastErrorLog;
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One consumer and the routes (topic patterns) it takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerRoutes {
+    /// Consumer name.
+    pub name: String,
+    /// Topic patterns.
+    pub routes: Vec<String>,
+}
+
+/// A workload on a transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// Prefix of every name the workload owns on the broker.
+    pub prefix: String,
+    /// The retry ladder (`None`: the transport's default).
+    pub ladder: Option<RetryLadder>,
+    /// Consumers and their routes.
+    pub consumers: Vec<ConsumerRoutes>,
+}
+
+impl Workload {
+    /// A workload under `prefix` with `ladder` and no consumers yet.
+    #[must_use]
+    pub fn new(prefix: impl Into<String>, ladder: RetryLadder) -> Self {
+        Self {
+            prefix: prefix.into(),
+            ladder: Some(ladder),
+            consumers: Vec::new(),
+        }
+    }
+
+    /// Add a consumer on `routes`.
+    #[must_use]
+    pub fn consumer(mut self, name: &str, routes: &[&str]) -> Self {
+        self.consumers.push(ConsumerRoutes {
+            name: name.into(),
+            routes: routes.iter().map(|r| (*r).to_string()).collect(),
+        });
+        self
+    }
+
+    /// The consumers' names.
+    #[must_use]
+    pub fn consumer_names(&self) -> Vec<String> {
+        self.consumers.iter().map(|c| c.name.clone()).collect()
+    }
+}
+
+#[derive(Deserialize)]
+struct FileShape {
+    prefix: Option<String>,
+    ladder: Option<String>,
+    #[serde(default)]
+    consumers: Vec<FileConsumer>,
+}
+
+#[derive(Deserialize)]
+struct FileConsumer {
+    name: String,
+    #[serde(default)]
+    bindings: Vec<String>,
+}
+
+/// A topology file: the workload read from it, and its text for the transport's own keys.
+#[derive(Clone, Debug)]
+pub struct TopologyFile {
+    /// The transport-neutral part.
+    pub workload: Workload,
+    /// The whole text.
+    pub text: String,
+}
+
+impl TopologyFile {
+    /// Read and parse `path`.
+    pub fn read(path: &Path) -> OpsResult<Self> {
+        let text = crate::error::read_text(path, "topology")?;
+        Self::parse(&text).map_err(|e| e.context(path.display()))
+    }
+
+    /// Parse topology TOML.
+    pub fn parse(text: &str) -> OpsResult<Self> {
+        let shape: FileShape = toml::from_str(text).map_err(|e| OpsError::usage(e.to_string()))?;
+        let ladder = shape
+            .ladder
+            .as_deref()
+            .map(crate::time::parse_ladder)
+            .transpose()?;
+        Ok(Self {
+            workload: Workload {
+                prefix: shape.prefix.unwrap_or_else(|| "postroom".into()),
+                ladder,
+                consumers: shape
+                    .consumers
+                    .into_iter()
+                    .map(|c| ConsumerRoutes {
+                        name: c.name,
+                        routes: c.bindings,
+                    })
+                    .collect(),
+            },
+            text: text.into(),
+        })
+    }
+}
+
+/// How to open a transport.
+#[derive(Clone)]
+pub struct TransportSpec {
+    /// The workload.
+    pub workload: Workload,
+    /// The topology file's text, when the workload came from one (for transport-specific keys).
+    pub topology_text: Option<String>,
+    /// Delete whatever the workload's prefix names on the broker and declare its topology
+    /// afresh (the demo's and soak's parent process does it once per run).
+    pub fresh: bool,
+    /// How long a delivery nobody settles stays owned before it is delivered again, where the
+    /// transport has such a setting (NATS `ack_wait`, SQS's visibility timeout); `None`: the
+    /// topology's or the transport's default.
+    pub redelivery_after: Option<Duration>,
+    /// Where the consumers' last errors are kept, on transports that dead-letter a message
+    /// by themselves and join its copy with them (SQS); `None`: the transport's own, in
+    /// memory. The store's log lets a copy ingested by another process keep its diagnostics.
+    pub last_errors: Option<Arc<dyn LastErrorLog>>,
+}
+
+/// Hand-written: the last-error log has no `Debug`.
+impl std::fmt::Debug for TransportSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportSpec")
+            .field("workload", &self.workload)
+            .field("topology_text", &self.topology_text.is_some())
+            .field("fresh", &self.fresh)
+            .field("redelivery_after", &self.redelivery_after)
+            .field("last_errors", &self.last_errors.is_some())
+            .finish()
+    }
+}
+
+impl TransportSpec {
+    /// For `workload`, declared by whoever runs it first.
+    #[must_use]
+    pub fn of(workload: Workload) -> Self {
+        Self {
+            workload,
+            topology_text: None,
+            fresh: false,
+            redelivery_after: None,
+            last_errors: None,
+        }
+    }
+
+    /// From a topology file.
+    #[must_use]
+    pub fn from_file(file: TopologyFile) -> Self {
+        Self {
+            workload: file.workload,
+            topology_text: Some(file.text),
+            fresh: false,
+            redelivery_after: None,
+            last_errors: None,
+        }
+    }
+
+    /// Start from an empty broker state.
+    #[must_use]
+    pub fn fresh(mut self) -> Self {
+        self.fresh = true;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neutral_keys_of_a_rabbitmq_topology_file() {
+        let f = TopologyFile::parse(
+            "prefix = \"shop\"\nexchange = \"orders\"\nladder = \"5s,30s,5m\"\nretry_style = \"ack_publish\"\n\
+             [[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\", \"order.cancelled\"]\n",
+        )
+        .unwrap();
+        assert_eq!(f.workload.prefix, "shop");
+        assert_eq!(f.workload.ladder.unwrap().to_string(), "5s,30s,5m");
+        assert_eq!(f.workload.consumers[0].routes.len(), 2);
+        assert!(TopologyFile::parse("prefix = [1").is_err());
+        assert!(TopologyFile::parse("ladder = \"9000000000000h\"").is_err());
+    }
+}

@@ -1,0 +1,15 @@
+-- The last error a consumer recorded for each message it has not settled yet, kept apart
+-- from the message: a broker that dead-letters a message by itself (SQS after
+-- maxReceiveCount) moves a copy with none of the consumer's diagnostics, and whoever ingests
+-- that copy, in any process, joins it with this row. A row goes when its message is settled.
+CREATE TABLE {prefix}last_errors (
+    consumer         TEXT        NOT NULL,
+    message_id       UUID        NOT NULL,
+    first_failure_at TIMESTAMPTZ NOT NULL,
+    at               TIMESTAMPTZ NOT NULL,
+    class            TEXT        NOT NULL,
+    code             TEXT        NOT NULL,
+    message          TEXT        NOT NULL,
+    PRIMARY KEY (consumer, message_id)
+);
+CREATE INDEX {prefix}last_errors_at ON {prefix}last_errors (at);

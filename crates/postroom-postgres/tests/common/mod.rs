@@ -1,0 +1,82 @@
+//! What the PostgreSQL crate's own tests share: a fresh migrated database, a handler that
+//! always answers the same, envelopes, and waiting for a condition with a bound.
+#![allow(dead_code)]
+
+use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, MessageId, async_trait};
+use postroom_postgres::{PgStore, TablePrefix};
+use postroom_testkit::servers::TestDb;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A migrated store in a database of its own (dropped with the returned handle).
+pub async fn fresh_store(connections: u32) -> (PgStore, TestDb) {
+    let db = TestDb::create().await;
+    let store = PgStore::from_pool(db.pool(connections).await, TablePrefix::default());
+    store.migrate().await.expect("migrate");
+    (store, db)
+}
+
+/// An `order.created` envelope.
+pub fn order(id: &str, version: u64) -> Envelope {
+    Envelope::builder("order.created", "tests")
+        .aggregate("order", id, version)
+        .data(serde_json::json!({ "order_id": id }))
+        .build()
+}
+
+/// Wait until `cond` holds; fails the test naming `what` after `timeout`.
+pub async fn wait_until(timeout: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A handler that always returns the same result and records the ids it saw.
+pub struct Always {
+    result: Result<Handled, HandlerError>,
+    /// Ids handled, in order.
+    pub seen: Mutex<Vec<MessageId>>,
+}
+
+impl Always {
+    /// Always fail permanently.
+    pub fn permanent() -> Self {
+        Self::new(Err(HandlerError::permanent("rejected", "always rejected")))
+    }
+
+    /// Always apply.
+    pub fn applied() -> Self {
+        Self::new(Ok(Handled::Applied))
+    }
+
+    /// Always `result`.
+    pub fn new(result: Result<Handled, HandlerError>) -> Self {
+        Self {
+            result,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// How many times `id` was handled.
+    pub fn count(&self, id: MessageId) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|i| **i == id)
+            .count()
+    }
+}
+
+#[async_trait]
+impl Handler for Always {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        self.seen.lock().unwrap().push(m.envelope.id);
+        self.result.clone()
+    }
+}

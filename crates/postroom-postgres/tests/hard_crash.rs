@@ -1,0 +1,237 @@
+//! A database that dies, not stops: a PostgreSQL cluster of the test's own holds the outbox,
+//! the queue (`PgQueue`), the inbox and the effects; it is killed with SIGKILL (postmaster and
+//! backends) while a producer, a relay and a consumer run, and started again on the same data.
+//! Every committed row survives, nothing marked published before the crash is lost, each
+//! message is applied exactly once, and the relay and the consumer recover by themselves.
+
+mod common;
+
+use common::order;
+use postroom_core::consumer::{Consumer, ConsumerConfig};
+use postroom_core::{
+    EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId, OutboxRelay,
+    OutgoingMessage, RelayConfig, Subscription, async_trait,
+};
+use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, inbox, map_error, outbox};
+use postroom_testkit::servers::PgCluster;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+struct Effects {
+    store: PgStore,
+}
+
+#[async_trait]
+impl Handler for Effects {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let mut tx = self.store.begin().await?;
+        if !inbox::claim(&mut tx, self.store.prefix(), "hc", m.envelope.id).await? {
+            commit(tx).await?;
+            return Ok(Handled::Duplicate);
+        }
+        sqlx::query("INSERT INTO effects (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = effects.n + 1")
+            .bind(m.envelope.id.as_uuid())
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+        commit(tx).await?;
+        Ok(Handled::Applied)
+    }
+}
+
+async fn ids(store: &PgStore, sql: &str) -> Option<BTreeSet<MessageId>> {
+    let rows: Vec<uuid::Uuid> = sqlx::query_scalar(sql).fetch_all(store.pool()).await.ok()?;
+    Some(rows.into_iter().map(MessageId::from).collect())
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How many times the cluster is killed and started again: `POSTROOM_HARD_CRASH_CYCLES`, 1
+/// in the suite (a longer run is reported in the README).
+fn crash_cycles() -> u32 {
+    std::env::var("POSTROOM_HARD_CRASH_CYCLES")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .expect("POSTROOM_HARD_CRASH_CYCLES is a whole number")
+        })
+        .unwrap_or(1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers() {
+    let db = Arc::new(PgCluster::start());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(&db.url("postgres"))
+        .await
+        .unwrap();
+    let store = PgStore::from_pool(pool, TablePrefix::default());
+    store.migrate().await.unwrap();
+    sqlx::query("CREATE TABLE effects (id UUID PRIMARY KEY, n INT NOT NULL)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let queue = store
+        .queue(
+            QueueConfig::default()
+                .lease(Duration::from_secs(3))
+                .poll_interval(Duration::from_millis(20)),
+        )
+        .unwrap();
+    queue.bind("hc", &["order.*"]).await.unwrap();
+
+    // A producer committing outbox rows all along; commits refused while the database is down
+    // are fine, a commit that returned Ok must survive the crash.
+    let producing = Arc::new(AtomicBool::new(true));
+    let producer = {
+        let (store, producing) = (store.clone(), producing.clone());
+        tokio::spawn(async move {
+            let (mut committed, mut n) = (BTreeSet::new(), 0);
+            while producing.load(Ordering::SeqCst) {
+                let env = order(&format!("p{n}"), 1);
+                n += 1;
+                let m = OutgoingMessage::from_envelope(&env, "order.created");
+                let written = async {
+                    let mut tx = store.begin().await?;
+                    outbox::enqueue(&mut tx, store.prefix(), &m, &env.aggregate.key()).await?;
+                    commit(tx).await
+                }
+                .await;
+                if written.is_ok() {
+                    committed.insert(env.id);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            committed
+        })
+    };
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let relay = {
+        let relay = OutboxRelay::new(
+            Arc::new(store.outbox()),
+            Arc::new(queue.clone()),
+            RelayConfig {
+                relay_id: "hc-relay".into(),
+                batch_size: 20,
+                lease: Duration::from_secs(3),
+                idle_wait: Duration::from_millis(50),
+                retry_after: Duration::from_millis(200),
+                retention: None,
+            },
+        );
+        let rx = rx.clone();
+        tokio::spawn(async move { relay.run(rx).await })
+    };
+    let mut cfg = ConsumerConfig::new("hc", EnvelopeDecoder::new().accept("order.created", 1..=1));
+    cfg.handler_timeout = Duration::from_secs(2);
+    cfg.retry = postroom_core::RetryPolicy::with_ladder("500ms".parse().unwrap());
+    cfg.retry.max_retries = 100;
+    cfg.breaker.failure_threshold = 0;
+    let consumer = Consumer::for_transport(
+        cfg,
+        Arc::new(Effects {
+            store: store.clone(),
+        }),
+        &postroom_core::Transport::capabilities(&queue),
+    )
+    .unwrap();
+    let consuming = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            consumer
+                .run_on(&queue, &Subscription::new("hc", &["order.*"]), rx)
+                .await
+        })
+    };
+
+    let applied = "SELECT id FROM effects";
+    let published = "SELECT id FROM postroom_outbox WHERE published_at IS NOT NULL";
+    wait_for(
+        "the pipeline to run before the crash",
+        Duration::from_secs(30),
+        async || ids(&store, applied).await.is_some_and(|s| s.len() >= 30),
+    )
+    .await;
+    // Every row marked published before a crash must be applied.
+    let mut before = std::collections::BTreeSet::new();
+    for cycle in 1..=crash_cycles() {
+        let published_now = ids(&store, published).await.unwrap();
+        tokio::task::spawn_blocking({
+            let db = db.clone();
+            move || db.kill()
+        })
+        .await
+        .unwrap();
+        // Down for a moment, as a crashed host is.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::task::spawn_blocking({
+            let db = db.clone();
+            move || db.start_again()
+        })
+        .await
+        .unwrap();
+        // The relay and the consumer were not restarted: they reconnect by themselves.
+        wait_for(
+            &format!("crash {cycle}: the relay to publish again"),
+            Duration::from_secs(40),
+            async || {
+                ids(&store, published)
+                    .await
+                    .is_some_and(|s| s.len() > published_now.len() + 20)
+            },
+        )
+        .await;
+        before.extend(published_now);
+    }
+    producing.store(false, Ordering::SeqCst);
+    let committed = producer.await.unwrap();
+    let in_outbox = ids(&store, "SELECT id FROM postroom_outbox").await.unwrap();
+    let lost: Vec<_> = committed.difference(&in_outbox).collect();
+    assert!(
+        lost.is_empty(),
+        "committed outbox rows lost in the crash: {lost:?}"
+    );
+    wait_for(
+        "every row to be applied",
+        Duration::from_secs(40),
+        async || {
+            ids(&store, applied)
+                .await
+                .is_some_and(|s| s.len() == in_outbox.len())
+        },
+    )
+    .await;
+    let applied_ids = ids(&store, applied).await.unwrap();
+    assert_eq!(
+        applied_ids, in_outbox,
+        "exactly the committed rows were applied"
+    );
+    let lost: Vec<_> = before.difference(&applied_ids).collect();
+    assert!(
+        lost.is_empty(),
+        "marked published before a crash but never applied: {lost:?}"
+    );
+    let twice: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE n <> 1")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(twice, 0, "each message applied exactly once");
+    eprintln!(
+        "{} committed, {} marked published before a crash, all applied once",
+        in_outbox.len(),
+        before.len()
+    );
+    stop.send(true).unwrap();
+    relay.await.unwrap();
+    consuming.await.unwrap().unwrap();
+}

@@ -1,0 +1,113 @@
+//! Connection settings against a real PostgreSQL: tables in a schema of their own (two
+//! installations with one prefix in one database stay apart, their relays woken only by their
+//! own rows), the pool's size, and a bad URL reported without its password.
+
+use postroom_core::{Envelope, OutboxStore, OutgoingMessage};
+use postroom_postgres::{PgOptions, PgStore, commit, outbox};
+use postroom_testkit::servers::TestDb;
+use sqlx::postgres::PgListener;
+
+async fn enqueue_one(store: &PgStore) {
+    let env = Envelope::builder("order.created", "t")
+        .aggregate("order", "o1", 1)
+        .build();
+    let mut tx = store.begin().await.unwrap();
+    outbox::enqueue(
+        &mut tx,
+        store.prefix(),
+        &OutgoingMessage::from_envelope(&env, "order.created"),
+        &env.aggregate.key(),
+    )
+    .await
+    .unwrap();
+    commit(tx).await.unwrap();
+}
+
+/// The channels a listener saw before the sentinel arrived.
+async fn channels_before_sentinel(l: &mut PgListener) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(20), l.recv())
+            .await
+            .expect("notifications arrive")
+            .expect("listener works");
+        if n.channel() == "sentinel" {
+            return seen;
+        }
+        seen.push(n.channel().to_string());
+    }
+}
+
+#[tokio::test]
+async fn two_schemas_with_one_prefix_keep_their_rows_and_wake_only_their_relays() {
+    let db = TestDb::create().await;
+    let a = PgStore::connect_with(&db.url, PgOptions::default().schema("billing").unwrap())
+        .await
+        .unwrap();
+    let b = PgStore::connect_with(&db.url, PgOptions::default().schema("shipping").unwrap())
+        .await
+        .unwrap();
+    a.migrate().await.unwrap();
+    b.migrate().await.unwrap();
+    let mut la = PgListener::connect(&db.url).await.unwrap();
+    la.listen_all(["billing.postroom_outbox", "sentinel"])
+        .await
+        .unwrap();
+    let mut lb = PgListener::connect(&db.url).await.unwrap();
+    lb.listen_all(["shipping.postroom_outbox", "sentinel"])
+        .await
+        .unwrap();
+
+    enqueue_one(&a).await;
+    enqueue_one(&a).await;
+    enqueue_one(&b).await;
+    sqlx::query("NOTIFY sentinel")
+        .execute(a.pool())
+        .await
+        .unwrap();
+    // Notifications reach each listener in commit order, so everything before the sentinel
+    // is what the inserts sent.
+    assert_eq!(
+        channels_before_sentinel(&mut la).await,
+        vec!["billing.postroom_outbox"; 2]
+    );
+    assert_eq!(
+        channels_before_sentinel(&mut lb).await,
+        vec!["shipping.postroom_outbox"]
+    );
+    assert_eq!(a.outbox().pending().await.unwrap(), 2);
+    assert_eq!(b.outbox().pending().await.unwrap(), 1);
+    let in_schemas: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'postroom_outbox' AND table_schema IN ('billing', 'shipping')",
+    )
+    .fetch_one(a.pool())
+    .await
+    .unwrap();
+    assert_eq!(in_schemas, 2, "one outbox table in each schema");
+
+    // A relay of `b` claims only `b`'s row.
+    let claimed = b
+        .outbox()
+        .claim("rb", 10, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+}
+
+#[tokio::test]
+async fn the_pool_size_is_the_callers_and_a_bad_url_keeps_its_password() {
+    let db = TestDb::create().await;
+    let s = PgStore::connect_with(&db.url, PgOptions::default().max_connections(3))
+        .await
+        .unwrap();
+    assert_eq!(s.pool().options().get_max_connections(), 3);
+    let err = PgStore::connect_with(
+        "postgres://app:s3cr3t-pw@127.0.0.1:notaport/x",
+        PgOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(!err.to_string().contains("s3cr3t-pw"), "{err}");
+    assert!(PgOptions::default().max_connections(0).validate().is_err());
+    assert!(PgOptions::default().schema("Bad-Name").is_err());
+}

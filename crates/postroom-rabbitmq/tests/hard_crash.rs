@@ -1,0 +1,214 @@
+//! A broker that dies, not stops: a RabbitMQ node of the test's own is killed with SIGKILL
+//! while a producer, a relay and a consumer run, and started again on the same data. Nothing
+//! the broker confirmed is lost, nothing unconfirmed was marked published (every row marked
+//! published before the crash is applied), each message is applied exactly once (the inbox
+//! absorbs the relay's republishes), and the relay and the consumer recover by themselves —
+//! the same tasks, never restarted.
+
+mod common;
+
+use common::node::OwnRabbit;
+use common::{TestRabbit, eventually, order};
+use postroom_core::{
+    Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
+    OutboxRelay, OutgoingMessage, RelayConfig, Subscription, Transport, async_trait,
+};
+use postroom_sqlite::SqliteStore;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Claims the inbox and counts the effect, in one SQLite transaction.
+struct Effects {
+    store: SqliteStore,
+}
+
+#[async_trait]
+impl Handler for Effects {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let mut tx = self.store.begin().await?;
+        if !postroom_sqlite::inbox::claim(&mut tx, "hc", m.envelope.id).await? {
+            return Ok(Handled::Duplicate);
+        }
+        sqlx::query(
+            "INSERT INTO effects (id, n) VALUES (?, 1) ON CONFLICT (id) DO UPDATE SET n = n + 1",
+        )
+        .bind(m.envelope.id.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(postroom_sqlite::map_error)?;
+        tx.commit().await.map_err(postroom_sqlite::map_error)?;
+        Ok(Handled::Applied)
+    }
+}
+
+async fn ids(store: &SqliteStore, sql: &str) -> BTreeSet<MessageId> {
+    sqlx::query_scalar::<_, String>(sql)
+        .fetch_all(store.pool())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.parse().unwrap())
+        .collect()
+}
+
+/// How many times the node is killed and started again: `POSTROOM_HARD_CRASH_CYCLES`, 1 in
+/// the suite (a longer run is reported in the README).
+fn crash_cycles() -> u32 {
+    std::env::var("POSTROOM_HARD_CRASH_CYCLES")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .expect("POSTROOM_HARD_CRASH_CYCLES is a whole number")
+        })
+        .unwrap_or(1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers() {
+    let node = Arc::new(tokio::task::spawn_blocking(OwnRabbit::start).await.unwrap());
+    let t = TestRabbit::on(&node.amqp_url(), &node.api_url(), "1s", |o| {
+        o.reconnect_max = Duration::from_secs(2);
+        o.confirm_timeout = Duration::from_secs(5);
+    })
+    .await;
+    t.add_consumer("hc", &["order.created"]).await;
+    let transport = Arc::new(t.transport());
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("hc.db")).await.unwrap();
+    sqlx::query("CREATE TABLE effects (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+
+    // A producer writing outbox rows all along (its store never goes down).
+    let producing = Arc::new(AtomicBool::new(true));
+    let producer = {
+        let (store, producing) = (store.clone(), producing.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while producing.load(Ordering::SeqCst) {
+                let env = order(&format!("h{n}"), 1);
+                let mut tx = store.begin().await.unwrap();
+                postroom_sqlite::outbox::enqueue(
+                    &mut tx,
+                    &OutgoingMessage::from_envelope(&env, "order.created"),
+                )
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            n
+        })
+    };
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let relay = {
+        let relay = OutboxRelay::new(
+            Arc::new(store.clone()),
+            transport.publisher(),
+            RelayConfig {
+                relay_id: "hc-relay".into(),
+                batch_size: 20,
+                lease: Duration::from_secs(10),
+                idle_wait: Duration::from_millis(50),
+                retry_after: Duration::from_millis(200),
+                retention: None,
+            },
+        );
+        let rx = rx.clone();
+        tokio::spawn(async move { relay.run(rx).await })
+    };
+    let mut cfg = ConsumerConfig::new("hc", EnvelopeDecoder::new().accept("order.created", 1..=1));
+    cfg.retry = postroom_core::RetryPolicy::with_ladder("1s".parse().unwrap());
+    cfg.retry.max_retries = 100;
+    cfg.breaker.failure_threshold = 0;
+    let consumer = Consumer::for_transport(
+        cfg,
+        Arc::new(Effects {
+            store: store.clone(),
+        }),
+        &transport.capabilities(),
+    )
+    .unwrap();
+    let consuming = {
+        let transport = transport.clone();
+        tokio::spawn(async move {
+            consumer
+                .run_on(
+                    transport.as_ref(),
+                    &Subscription::new("hc", &["order.created"]),
+                    rx,
+                )
+                .await
+        })
+    };
+
+    let applied = "SELECT id FROM effects";
+    let published = "SELECT message_id FROM postroom_outbox WHERE published_at IS NOT NULL";
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            ids(&store, applied).await.len() >= 30
+        })
+        .await,
+        "the pipeline runs before the crash"
+    );
+    // Every row marked published before a crash: the broker confirmed it, it must be applied.
+    let mut confirmed_before_a_crash = BTreeSet::new();
+    for cycle in 1..=crash_cycles() {
+        tokio::task::spawn_blocking({
+            let node = node.clone();
+            move || node.kill()
+        })
+        .await
+        .unwrap();
+        let confirmed = ids(&store, published).await;
+        eprintln!(
+            "crash {cycle}: killed the node with {} rows marked published",
+            confirmed.len()
+        );
+        tokio::task::spawn_blocking({
+            let node = node.clone();
+            move || node.start_again()
+        })
+        .await
+        .unwrap();
+        // The relay and the consumer carry on by themselves.
+        assert!(
+            eventually(Duration::from_secs(40), || async {
+                ids(&store, published).await.len() > confirmed.len() + 20
+            })
+            .await,
+            "crash {cycle}: the relay recovered and publishes again"
+        );
+        confirmed_before_a_crash.extend(confirmed);
+    }
+    producing.store(false, Ordering::SeqCst);
+    let produced = producer.await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(40), || async {
+            ids(&store, applied).await.len() == produced
+        })
+        .await,
+        "every produced message applied: {} of {produced}",
+        ids(&store, applied).await.len()
+    );
+    let applied_ids = ids(&store, applied).await;
+    let lost: Vec<_> = confirmed_before_a_crash.difference(&applied_ids).collect();
+    assert!(
+        lost.is_empty(),
+        "confirmed before a crash but never applied: {lost:?}"
+    );
+    let twice: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE n <> 1")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(twice, 0, "each message applied exactly once");
+    stop.send(true).unwrap();
+    relay.await.unwrap();
+    consuming.await.unwrap().unwrap();
+    transport.close().await;
+    drop(t);
+}

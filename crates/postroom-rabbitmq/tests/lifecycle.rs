@@ -1,0 +1,239 @@
+//! A consumer's life on the real broker: `subscribe` returns with the consumer attached (the
+//! broker counts it at once, so a program can tell it is ready), and a clean shutdown (the
+//! consumer drained, then `close`) logs no error, with deliveries prefetched and retries in
+//! flight when it starts.
+
+mod common;
+
+use common::{TestRabbit, eventually, order};
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use postroom_core::consumer::{Consumer, ConsumerConfig};
+use postroom_core::{
+    EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, OutgoingMessage, RetryPolicy,
+    Subscription, Transport, async_trait,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+
+/// Every ERROR event, as text.
+#[derive(Clone, Default)]
+struct Errors(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Errors {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        if *event.metadata().level() == tracing::Level::ERROR {
+            let mut fields = Fields(event.metadata().target().to_string());
+            event.record(&mut fields);
+            self.0.lock().unwrap().push(fields.0);
+        }
+    }
+}
+
+/// Fails the first delivery of every third message (a retry through the stage), applies the
+/// rest, slowly enough that deliveries wait prefetched.
+#[derive(Default)]
+struct Slow {
+    applied: AtomicU64,
+}
+
+#[async_trait]
+impl Handler for Slow {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if m.attempt == 0 && m.envelope.id.as_uuid().as_u128().is_multiple_of(3) {
+            return Err(HandlerError::transient("down", "dependency down"));
+        }
+        self.applied.fetch_add(1, Ordering::SeqCst);
+        Ok(Handled::Applied)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_returns_with_the_consumer_attached() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("ready", &["order.created"]).await;
+    let transport = t.transport();
+    let queue = topo.names("ready").work_queue;
+    let ch = t.broker.channel().await.unwrap();
+    let consumers = || async {
+        ch.queue_declare(
+            &queue,
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap()
+        .consumer_count()
+    };
+    assert_eq!(consumers().await, 0);
+    let mut sub = transport
+        .subscribe(&Subscription::new("ready", &["order.created"]))
+        .await
+        .unwrap();
+    // No receive yet: the broker knows the consumer as soon as subscribe returned.
+    assert_eq!(consumers().await, 1, "attached when subscribe returned");
+    postroom_core::Subscriber::close(&mut sub).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async { consumers().await == 0 }).await,
+        "detached on close"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_shutdown_and_close_log_no_error() {
+    let errors = Errors::default();
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(errors.clone()))
+        .expect("one subscriber per test process");
+
+    let t = TestRabbit::new("1s").await;
+    t.add_consumer("calm", &["order.created"]).await;
+    let transport = Arc::new(t.transport());
+    let mut cfg = ConsumerConfig::new(
+        "calm",
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cfg.retry = RetryPolicy::default()
+        .ladder("1s".parse().unwrap())
+        .retries(3);
+    let handler = Arc::new(Slow::default());
+    let consumer =
+        Consumer::for_transport(cfg, handler.clone(), &transport.capabilities()).unwrap();
+    let sub = transport
+        .subscribe(&Subscription::new("calm", &["order.created"]).prefetch(32))
+        .await
+        .unwrap();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(async move { consumer.run(sub, rx).await });
+
+    let messages: Vec<_> = (0..300)
+        .map(|i| OutgoingMessage::from_envelope(&order(&format!("c-{i}"), 1), "order.created"))
+        .collect();
+    let results = transport.publisher().publish_batch(&messages).await;
+    assert!(results.iter().all(Result::is_ok));
+    // Shut down mid-stream: deliveries prefetched, handlers running, retries in the stage.
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            handler.applied.load(Ordering::SeqCst) >= 50
+        })
+        .await
+    );
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the consumer drains")
+        .unwrap();
+    transport.close().await;
+    t.broker.close().await;
+
+    let errors = errors.0.lock().unwrap().clone();
+    assert!(
+        errors.is_empty(),
+        "a clean close logged errors: {errors:#?}"
+    );
+}
+
+/// Fails every delivery transiently: each one is a retry publish.
+struct AlwaysDown;
+
+#[async_trait]
+impl Handler for AlwaysDown {
+    async fn handle(&self, _m: &Incoming) -> Result<Handled, HandlerError> {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Err(HandlerError::transient("down", "dependency down"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_broker_with_retries_in_flight_logs_no_error_and_loses_nothing() {
+    let errors = Errors::default();
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(errors.clone()))
+        .expect("one subscriber per test process");
+
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("closing", &["order.created"]).await;
+    let transport = Arc::new(t.transport());
+    let mut cfg = ConsumerConfig::new(
+        "closing",
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cfg.retry = RetryPolicy::default()
+        .ladder("1s".parse().unwrap())
+        .retries(100);
+    cfg.concurrency = 8;
+    // Keep pulling: the failures here are the point, not a dependency to protect.
+    cfg.breaker = postroom_core::BreakerConfig {
+        failure_threshold: u32::MAX,
+        cooldown: Duration::from_millis(100),
+    };
+    let consumer = Arc::new(
+        Consumer::for_transport(cfg, Arc::new(AlwaysDown), &transport.capabilities()).unwrap(),
+    );
+    let sub = transport
+        .subscribe(&Subscription::new("closing", &["order.created"]).prefetch(32))
+        .await
+        .unwrap();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let run = {
+        let consumer = consumer.clone();
+        tokio::spawn(async move { consumer.run(sub, rx).await })
+    };
+    let messages: Vec<_> = (0..300)
+        .map(|i| OutgoingMessage::from_envelope(&order(&format!("r-{i}"), 1), "order.created"))
+        .collect();
+    assert!(
+        transport
+            .publisher()
+            .publish_batch(&messages)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            consumer
+                .stats()
+                .snapshot()
+                .retries_by_stage
+                .values()
+                .sum::<u64>()
+                >= 20
+        })
+        .await
+    );
+    // The program closes the broker while handlers and retry publishes are still running.
+    transport.close().await;
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the consumer stops")
+        .unwrap();
+
+    let errors = errors.0.lock().unwrap().clone();
+    assert!(errors.is_empty(), "closing logged errors: {errors:#?}");
+    // Nothing was lost: every message is in the work queue or its retry stage.
+    let names = topo.names("closing");
+    let stage = names.retry_queue(Duration::from_secs(1));
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            t.queue_messages(&names.work_queue).await + t.queue_messages(&stage).await >= 300
+        })
+        .await,
+        "300 messages kept: work {} + stage {}",
+        t.queue_messages(&names.work_queue).await,
+        t.queue_messages(&stage).await
+    );
+}

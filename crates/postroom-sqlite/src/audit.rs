@@ -1,0 +1,106 @@
+//! The audit of operators' state changes, and the live state of redrive runs driven from a
+//! console (rate, paused or cancelled, messages that joined the group meanwhile).
+
+use crate::SqliteStore;
+use crate::error::SqlxResultExt;
+use crate::time::from_ms;
+use postroom_core::{AuditEntry, Error, ErrorKind, Result, RunControl};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+fn entry(r: &SqliteRow) -> AuditEntry {
+    let detail: String = r.get("detail");
+    AuditEntry {
+        id: r.get("id"),
+        at: from_ms(r.get("at")),
+        actor: r.get("actor"),
+        action: r.get("action"),
+        target: r.get("target"),
+        detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::String(detail)),
+    }
+}
+
+fn control(r: &SqliteRow) -> Result<RunControl> {
+    let state: String = r.get("state");
+    Ok(RunControl {
+        run_id: r.get("run_id"),
+        state: state
+            .parse()
+            .map_err(|e: String| Error::new(ErrorKind::InvalidData, e))?,
+        rate: r.get("rate"),
+        group_key: r.get("group_key"),
+        started_by: r.get("started_by"),
+        started_at: from_ms(r.get("started_at")),
+        updated_at: from_ms(r.get("updated_at")),
+        joined: r.get::<i64, _>("joined") as u64,
+        error: r.get("error"),
+    })
+}
+
+impl SqliteStore {
+    /// Append `e` to the audit (its `id` is ignored). Returns the stored id.
+    pub async fn append_audit(&self, e: &AuditEntry) -> Result<i64> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO postroom_audit (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(e.at.timestamp_millis())
+        .bind(&e.actor)
+        .bind(&e.action)
+        .bind(&e.target)
+        .bind(e.detail.to_string())
+        .fetch_one(self.pool())
+        .await
+        .db()?;
+        Ok(id)
+    }
+
+    /// Audit entries, newest first, at most `limit`; only those about `target` when given.
+    pub async fn audit_entries(
+        &self,
+        target: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>> {
+        let rows = sqlx::query(
+            "SELECT * FROM postroom_audit WHERE (?1 IS NULL OR target = ?1) ORDER BY id DESC LIMIT ?2",
+        )
+        .bind(target)
+        .bind(limit as i64)
+        .fetch_all(self.pool())
+        .await
+        .db()?;
+        Ok(rows.iter().map(entry).collect())
+    }
+
+    /// Store `c` (insert or replace by run id).
+    pub async fn save_run_control(&self, c: &RunControl) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO postroom_redrive_control (run_id, state, rate, group_key, started_by, started_at, updated_at, joined, error)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, rate = excluded.rate,
+                updated_at = excluded.updated_at, joined = excluded.joined, error = excluded.error",
+        )
+        .bind(&c.run_id)
+        .bind(c.state.as_str())
+        .bind(c.rate)
+        .bind(&c.group_key)
+        .bind(&c.started_by)
+        .bind(c.started_at.timestamp_millis())
+        .bind(c.updated_at.timestamp_millis())
+        .bind(c.joined as i64)
+        .bind(&c.error)
+        .execute(self.pool())
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    /// The control of run `run_id`, if a console drove it.
+    pub async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>> {
+        let row = sqlx::query("SELECT * FROM postroom_redrive_control WHERE run_id = ?")
+            .bind(run_id)
+            .fetch_optional(self.pool())
+            .await
+            .db()?;
+        row.as_ref().map(control).transpose()
+    }
+}

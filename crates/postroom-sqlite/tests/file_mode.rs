@@ -1,0 +1,62 @@
+//! The database file holds parked payloads: a new one, with its `-wal` and `-shm` files, is
+//! readable and writable by its owner only; an existing file keeps the mode its owner gave it.
+#![cfg(unix)]
+
+use postroom_core::{Envelope, OutgoingMessage};
+use postroom_sqlite::{SqliteStore, outbox};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+async fn write_a_row(store: &SqliteStore) {
+    let env = Envelope::builder("order.created", "t")
+        .aggregate("order", "o-1", 1)
+        .build();
+    let mut tx = store.begin().await.unwrap();
+    outbox::enqueue(
+        &mut tx,
+        &OutgoingMessage::from_envelope(&env, "order.created"),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_new_database_and_its_wal_and_shm_files_are_private_to_their_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    write_a_row(&store).await;
+    for file in ["app.db", "app.db-wal", "app.db-shm"] {
+        assert_eq!(
+            mode(&dir.path().join(file)),
+            0o600,
+            "{file} is readable and writable by its owner only"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_existing_database_keeps_its_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .open(&db)
+        .unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let store = SqliteStore::open(&db).await.unwrap();
+    write_a_row(&store).await;
+    assert_eq!(mode(&db), 0o640, "the owner's choice stands");
+    assert_eq!(mode(&dir.path().join("shared.db-wal")), 0o640);
+}

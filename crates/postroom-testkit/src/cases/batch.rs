@@ -1,0 +1,300 @@
+//! The batched consumer on every backend: each message applied once with its inbox row in one
+//! transaction per batch; a poison message or a transient failure inside a batch does not
+//! park or retry its neighbours; a crash after the batch's commit before its acks loses
+//! nothing and applies nothing twice.
+
+use super::*;
+use crate::recording::{Recorder, RecordingSubscriber};
+use async_trait::async_trait;
+use postroom_core::consumer::{BatchConfig, BatchConsumer};
+use postroom_core::{
+    BatchHandler, ErrorClass, Handled, HandlerError, Incoming, MessageId, OutgoingMessage,
+};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// A batch handler applying `effect:<aggregate id>` for a whole batch in one transaction,
+/// with faults tied to aggregate ids: a poison id fails any batch that holds it (the
+/// transaction rolls back, as a constraint violation would); a flaky id fails any batch that
+/// holds its first delivery, transiently.
+pub struct BatchEffectHandler {
+    backend: Arc<Backend>,
+    consumer: String,
+    poison: HashSet<String>,
+    flaky: HashSet<String>,
+    calls: Mutex<Vec<Vec<(MessageId, u32)>>>,
+}
+
+impl BatchEffectHandler {
+    /// A handler for `consumer` with these faults.
+    pub fn new(
+        backend: Arc<Backend>,
+        consumer: &str,
+        poison: &[&str],
+        flaky: &[&str],
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            backend,
+            consumer: consumer.into(),
+            poison: poison.iter().map(|s| (*s).to_string()).collect(),
+            flaky: flaky.iter().map(|s| (*s).to_string()).collect(),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Every call: the (id, attempt) of each message in it.
+    pub fn calls(&self) -> Vec<Vec<(MessageId, u32)>> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Calls that held `id`, with the attempt it was on.
+    pub fn attempts_of(&self, id: MessageId) -> Vec<u32> {
+        self.calls()
+            .iter()
+            .flatten()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, a)| *a)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl BatchHandler for BatchEffectHandler {
+    async fn handle_batch(
+        &self,
+        batch: &[Incoming],
+    ) -> Result<Vec<Result<Handled, HandlerError>>, HandlerError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(batch.iter().map(|m| (m.envelope.id, m.attempt)).collect());
+        for m in batch {
+            let agg = &m.envelope.aggregate.id;
+            if self.poison.contains(agg) {
+                return Err(HandlerError::permanent(
+                    "constraint_violation",
+                    format!("injected: {agg} violates a constraint; the batch rolled back"),
+                ));
+            }
+            if self.flaky.contains(agg) && m.attempt == 0 {
+                return Err(HandlerError::transient(
+                    "dependency_down",
+                    format!("injected: {agg} hit a transient failure; the batch rolled back"),
+                ));
+            }
+        }
+        let items: Vec<(MessageId, String)> = batch
+            .iter()
+            .map(|m| (m.envelope.id, format!("effect:{}", m.envelope.aggregate.id)))
+            .collect();
+        let results = self
+            .backend
+            .apply_effects(&self.consumer, &items)
+            .await
+            .map_err(HandlerError::from)?;
+        Ok(results.into_iter().map(Ok).collect())
+    }
+}
+
+/// Start a batched consumer (2 lanes, batches of up to 8, 50 ms linger).
+pub async fn start_batch_consumer(
+    b: &Arc<Backend>,
+    name: &str,
+    topics: &[&str],
+    handler: Arc<BatchEffectHandler>,
+) -> Running {
+    let caps = b.transport().capabilities();
+    let recorder = Arc::new(Recorder::default());
+    let sub = RecordingSubscriber::new(
+        b.subscribe(name, topics).await.expect("subscribe"),
+        recorder.clone(),
+        caps.delay.is_staged(),
+    );
+    let decoder = EnvelopeDecoder::new().accept("order.created", 1..=1);
+    let mut cfg = ConsumerConfig::new(name, decoder);
+    cfg.retry = policy(b);
+    cfg.version = "conformance-1".into();
+    cfg.concurrency = 2;
+    cfg.breaker.failure_threshold = 0;
+    if let Some(owned) = caps.ownership {
+        cfg.handler_timeout = owned.mul_f64(0.75);
+    }
+    let batch = BatchConfig {
+        max_size: 8,
+        linger: Duration::from_millis(50),
+    };
+    let consumer = BatchConsumer::for_transport(cfg, batch, handler, &caps)
+        .expect("the transport keeps the suite's consumer settings");
+    Running::new(
+        crate::running::Running::start(consumer.stats(), move |rx| async move {
+            consumer.run(sub, rx).await
+        }),
+        recorder,
+    )
+}
+
+async fn effects_of(b: &Arc<Backend>, c: &str, envs: &[Envelope]) -> u64 {
+    let mut n = 0;
+    for e in envs {
+        n += b
+            .effect_count(c, &format!("effect:{}", e.aggregate.id))
+            .await
+            .unwrap();
+    }
+    n
+}
+
+/// A batch holding a poison message is split until the poison stands alone: it is parked with
+/// its diagnostics, its neighbours are applied once each and never retried or parked; a
+/// duplicate delivery inside the run is absorbed.
+pub async fn batch_isolates_a_poison_message(b: &Arc<Backend>) {
+    let (c, topic) = (unique("bpoison"), unique("t.bpoison."));
+    let h = BatchEffectHandler::new(b.clone(), &c, &["bp-poison"], &[]);
+    let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
+    let good: Vec<Envelope> = (0..9).map(|i| order(&format!("bp{i}"), 1)).collect();
+    let poison = order("bp-poison", 1);
+    for e in good
+        .iter()
+        .take(4)
+        .chain([&poison])
+        .chain(good.iter().skip(4))
+    {
+        b.produce(e, &topic).await.unwrap();
+    }
+    relay_all(b, "r1").await;
+    b.publisher()
+        .publish(&OutgoingMessage::from_envelope(&good[0], &topic))
+        .await
+        .unwrap();
+    assert!(
+        wait_for(Duration::from_secs(30), || async {
+            effects_of(b, &c, &good).await == 9 && !parked_of(b, &c).await.is_empty()
+        })
+        .await,
+        "the good messages applied and the poison parked"
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            run.stats().duplicates >= 1
+        })
+        .await,
+        "the duplicate delivery is absorbed"
+    );
+    let stats = run.stop().await;
+    for e in &good {
+        assert_eq!(
+            b.effect_count(&c, &format!("effect:{}", e.aggregate.id))
+                .await
+                .unwrap(),
+            1,
+            "{} applied once",
+            e.aggregate.id
+        );
+        assert!(
+            h.attempts_of(e.id).iter().all(|a| *a == 0),
+            "a neighbour of the poison is never retried"
+        );
+    }
+    let parked = parked_of(b, &c).await;
+    assert_eq!(parked.len(), 1, "only the poison is parked");
+    assert_eq!(parked[0].message_id, poison.id);
+    assert_eq!(parked[0].error_class, ErrorClass::Permanent);
+    assert_eq!(parked[0].error_code, "constraint_violation");
+    assert!(stats.retries_by_stage.is_empty(), "nothing retried");
+    assert_eq!(stats.applied, 9);
+}
+
+/// A transient failure of one message inside a batch retries that message only, after its
+/// due time; the others are applied on their first delivery.
+pub async fn batch_retries_only_the_failing_message(b: &Arc<Backend>) {
+    let (c, topic) = (unique("bflaky"), unique("t.bflaky."));
+    let h = BatchEffectHandler::new(b.clone(), &c, &[], &["bf-flaky"]);
+    let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
+    let good: Vec<Envelope> = (0..6).map(|i| order(&format!("bf{i}"), 1)).collect();
+    let flaky = order("bf-flaky", 1);
+    for e in good
+        .iter()
+        .take(3)
+        .chain([&flaky])
+        .chain(good.iter().skip(3))
+    {
+        b.produce(e, &topic).await.unwrap();
+    }
+    relay_all(b, "r1").await;
+    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
+    assert!(
+        wait_for(wait, || async {
+            effects_of(b, &c, &good).await == 6
+                && b.effect_count(&c, "effect:bf-flaky").await.unwrap() == 1
+        })
+        .await,
+        "everything applied, the flaky one after its retry"
+    );
+    let recorder = run.recorder();
+    let stats = run.stop().await;
+    assert_eq!(
+        stats.retries_by_stage.values().sum::<u64>(),
+        1,
+        "one retry in all"
+    );
+    assert_eq!(h.attempts_of(flaky.id).last(), Some(&1));
+    for e in &good {
+        assert!(
+            h.attempts_of(e.id).iter().all(|a| *a == 0),
+            "neighbours never retried"
+        );
+    }
+    assert_eq!(recorder.assert_never_early(flaky.id), 1);
+    assert!(parked_of(b, &c).await.is_empty());
+}
+
+/// The batched consumer crashes after the batch's commit, before its acks (the crash point
+/// between them): every message comes back, the inbox absorbs each, nothing is applied twice.
+pub async fn batch_crash_after_commit_before_ack(b: &Arc<Backend>) {
+    use postroom_core::failpoint::{self, Action};
+    let (c, topic) = (unique("bcrash"), unique("t.bcrash."));
+    failpoint::arm_for(failpoint::BATCH_AFTER_COMMIT, &c, Action::Panic, 0, Some(1));
+    let h = BatchEffectHandler::new(b.clone(), &c, &[], &[]);
+    let envs: Vec<Envelope> = (0..4).map(|i| order(&format!("bc{i}"), 1)).collect();
+    for e in &envs {
+        b.produce(e, &topic).await.unwrap();
+    }
+    let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
+    relay_all(b, "r1").await;
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            failpoint::hits(failpoint::BATCH_AFTER_COMMIT, &c) >= 1
+        })
+        .await,
+        "a batch committed and reached the point before its acks"
+    );
+    // The lane that crashed takes the consumer down with it; start it again. A transport may
+    // give the crashed batch's copies back to the first run before it stops (a consumer
+    // group's rebalance): count what either run absorbed.
+    let first = run.stop().await;
+    let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
+    // The copies come back once the crashed consumer's hold on them ends (a lease, a
+    // visibility timeout, a consumer group's session): a loaded machine stretches that.
+    let wait = b.caps().redelivery_after * 6 + Duration::from_secs(30);
+    assert!(
+        wait_for(wait, || async { effects_of(b, &c, &envs).await == 4 }).await,
+        "every message applied"
+    );
+    assert!(
+        wait_for(wait, || async {
+            first.duplicates + run.stats().duplicates >= 1
+        })
+        .await,
+        "the messages of the crashed batch came back and were absorbed"
+    );
+    run.stop().await;
+    for e in &envs {
+        assert_eq!(
+            b.effect_count(&c, &format!("effect:{}", e.aggregate.id))
+                .await
+                .unwrap(),
+            1,
+            "nothing applied twice"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Error classes end to end: a handler that outlives its timeout is a transient failure and
+//! is retried; an unclassified error gets its few bounded retries, then the parking lot.
+
+use super::*;
+use crate::effect::Fault;
+use postroom_core::ErrorClass;
+use postroom_core::outcome::codes;
+
+/// A handler call that outlives the handler timeout is abandoned (nothing committed) and
+/// retried as a transient failure; the next attempt applies the effect once.
+pub async fn handler_timeout_retries_as_transient(b: &Arc<Backend>) {
+    let (c, topic) = (unique("slow"), unique("t.slow."));
+    let timeout = Duration::from_millis(400);
+    let h = EffectHandler::new(b.clone(), &c, Fault::SlowTimes(1, timeout * 5));
+    let run = start_consumer_with(b, &c, &[&topic], h.clone(), policy(b), |cfg| {
+        cfg.handler_timeout = timeout;
+    })
+    .await;
+    let env = order("slow1", 1);
+    b.produce(&env, &topic).await.unwrap();
+    relay_all(b, "r1").await;
+    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
+    assert!(
+        wait_for(wait, || async {
+            b.effect_count(&c, "effect:slow1").await.unwrap() == 1
+        })
+        .await,
+        "applied on the retry"
+    );
+    let recorder = run.recorder();
+    let stats = run.stop().await;
+    assert_eq!(
+        h.calls_for(env.id).len(),
+        2,
+        "one timed-out call, one retry"
+    );
+    assert_eq!(
+        stats.retries_by_stage.get(&0),
+        Some(&1),
+        "retried once, at stage 0"
+    );
+    assert_eq!(stats.applied, 1);
+    assert_eq!(recorder.assert_never_early(env.id), 1);
+    assert!(parked_of(b, &c).await.is_empty());
+}
+
+/// An unclassified error is retried at most `max_unknown_retries` times, then parked with
+/// class `unknown` and its code.
+pub async fn unknown_error_bounded_then_parked(b: &Arc<Backend>) {
+    let (c, topic) = (unique("unknown"), unique("t.unknown."));
+    let h = EffectHandler::new(b.clone(), &c, Fault::Unknown);
+    let pol = policy(b);
+    assert!(
+        pol.max_unknown_retries < pol.max_retries,
+        "the suite's policy bounds unknown errors tighter"
+    );
+    let run = start_consumer(b, &c, &[&topic], h.clone(), pol.clone()).await;
+    let env = order("u1", 1);
+    b.produce(&env, &topic).await.unwrap();
+    relay_all(b, "r1").await;
+    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
+    assert!(
+        wait_for(wait, || async { !parked_of(b, &c).await.is_empty() }).await,
+        "parked after its unknown-error retries"
+    );
+    run.stop().await;
+    assert_eq!(
+        h.calls_for(env.id).len() as u32,
+        pol.max_unknown_retries + 1,
+        "no call beyond the unknown-error budget"
+    );
+    let p = &parked_of(b, &c).await[0];
+    assert_eq!(p.error_class, ErrorClass::Unknown);
+    assert_eq!(p.error_code, "mystery");
+    assert_eq!(p.attempts, pol.max_unknown_retries + 1);
+    assert_ne!(p.error_code, codes::HANDLER_PANIC);
+}

@@ -1,0 +1,204 @@
+//! The conformance cases, by theme. Each takes a fresh backend and asserts on committed
+//! effects, parked records and handler calls; none asserts on timing other than "never
+//! earlier than".
+
+pub mod batch;
+pub mod crash_loop;
+pub mod delivery;
+pub mod errors;
+pub mod redrive;
+pub mod relay;
+pub mod retry;
+pub mod table_queue_redrive;
+
+pub use batch::*;
+pub use delivery::*;
+pub use errors::*;
+pub use redrive::*;
+pub use relay::*;
+pub use retry::*;
+
+use crate::effect::EffectHandler;
+use crate::fixture::Backend;
+use crate::recording::{Recorder, RecordingSubscriber};
+use postroom_core::consumer::{Consumer, ConsumerConfig};
+use postroom_core::stats::StatsSnapshot;
+use postroom_core::{
+    Envelope, EnvelopeDecoder, OutboxRelay, ParkingFilter, RelayConfig, RetryPolicy,
+};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// A unique name for this test's consumer / topic.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    )
+}
+
+/// An `order.created` envelope for aggregate `id` at `version`.
+pub fn order(id: &str, version: u64) -> Envelope {
+    Envelope::builder("order.created", "conformance")
+        .aggregate("order", id, version)
+        .correlation_id(format!("corr-{id}"))
+        .data(serde_json::json!({"order_id": id, "version": version}))
+        .build()
+}
+
+/// The suite's retry policy for `backend`: its ladder, one retry per stage, no deadline.
+pub fn policy(b: &Backend) -> RetryPolicy {
+    let ladder = b.caps().ladder;
+    RetryPolicy {
+        max_retries: ladder.len() as u32,
+        max_unknown_retries: 1,
+        max_age: None,
+        jitter: 0.1,
+        ladder,
+    }
+}
+
+/// A consumer running in the background, with what happened to each delivery.
+pub struct Running {
+    consumer: crate::running::Running,
+    recorder: Arc<Recorder>,
+}
+
+impl Running {
+    /// `consumer` with its deliveries recorded by `recorder`.
+    pub(crate) fn new(consumer: crate::running::Running, recorder: Arc<Recorder>) -> Self {
+        Self { consumer, recorder }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.consumer.stats.snapshot()
+    }
+
+    /// What happened to each delivery (receive and retry times).
+    pub fn recorder(&self) -> Arc<Recorder> {
+        self.recorder.clone()
+    }
+
+    /// Graceful stop: the loop must end within 30 s without panicking.
+    pub async fn stop(self) -> StatsSnapshot {
+        self.consumer.stop().await
+    }
+}
+
+/// Start a consumer named `name` on `topics` with `handler` and `retry`.
+pub async fn start_consumer(
+    b: &Arc<Backend>,
+    name: &str,
+    topics: &[&str],
+    handler: Arc<EffectHandler>,
+    retry: RetryPolicy,
+) -> Running {
+    start_consumer_with(b, name, topics, handler, retry, |_| {}).await
+}
+
+/// [`start_consumer`] with a last word on the consumer's settings.
+pub async fn start_consumer_with(
+    b: &Arc<Backend>,
+    name: &str,
+    topics: &[&str],
+    handler: Arc<EffectHandler>,
+    retry: RetryPolicy,
+    adjust: impl FnOnce(&mut ConsumerConfig),
+) -> Running {
+    let caps = b.transport().capabilities();
+    let recorder = Arc::new(Recorder::default());
+    let sub = RecordingSubscriber::new(
+        b.subscribe(name, topics).await.expect("subscribe"),
+        recorder.clone(),
+        caps.delay.is_staged(),
+    );
+    let decoder = EnvelopeDecoder::new().accept("order.created", 1..=1);
+    let mut cfg = ConsumerConfig::new(name, decoder);
+    cfg.retry = retry;
+    cfg.version = "conformance-1".into();
+    cfg.concurrency = 1;
+    cfg.breaker.failure_threshold = 0;
+    // The handler must finish well within a lease, or the transport refuses the consumer.
+    if let Some(owned) = caps.ownership {
+        cfg.handler_timeout = owned.mul_f64(0.75);
+    }
+    adjust(&mut cfg);
+    let consumer = Consumer::for_transport(cfg, handler, &caps)
+        .expect("the transport keeps the suite's consumer settings");
+    Running::new(crate::running::spawn(consumer, sub), recorder)
+}
+
+/// Run relay passes until the outbox is empty.
+pub async fn relay_all(b: &Arc<Backend>, relay_id: &str) {
+    let relay = OutboxRelay::new(
+        b.outbox(),
+        b.publisher(),
+        RelayConfig {
+            relay_id: relay_id.into(),
+            ..RelayConfig::default()
+        },
+    );
+    for _ in 0..1000 {
+        let pass = relay.run_once().await.expect("relay pass");
+        if pass.claimed == 0 && b.outbox().pending().await.expect("pending") == 0 {
+            return;
+        }
+        if pass.claimed == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    panic!("outbox did not drain");
+}
+
+/// Poll `cond` until it holds or `timeout` passes.
+pub async fn wait_for<F, Fut>(timeout: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cond().await
+}
+
+/// Every parked record of `consumer`, redriven ones included.
+pub async fn parked_of(b: &Arc<Backend>, consumer: &str) -> Vec<postroom_core::ParkedMessage> {
+    let f = ParkingFilter {
+        consumer: Some(consumer.into()),
+        include_redriven: true,
+        ..ParkingFilter::default()
+    };
+    b.parking().search(&f, 1000).await.expect("parking search")
+}
+
+/// The sum of the suite ladder's delays.
+pub fn ladder_total(b: &Backend) -> Duration {
+    b.caps().ladder.delays().iter().sum::<Duration>()
+}
+
+/// The next delivery of `sub` within `total`, or `None`.
+pub async fn next_within<S: postroom_core::Subscriber>(
+    sub: &mut S,
+    total: Duration,
+) -> Option<S::Delivery> {
+    let deadline = Instant::now() + total;
+    while Instant::now() < deadline {
+        if let Some(d) = sub.next(Duration::from_millis(250)).await.expect("receive") {
+            return Some(d);
+        }
+    }
+    None
+}
+
+/// The next delivery of `sub` within 20 s, or `None`.
+pub async fn wait_next<S: postroom_core::Subscriber>(sub: &mut S) -> Option<S::Delivery> {
+    next_within(sub, Duration::from_secs(20)).await
+}

@@ -1,0 +1,181 @@
+//! The relay: a crash between publish and mark republishes the same id; several relays keep
+//! per-aggregate order.
+
+use super::*;
+use crate::effect::Fault;
+
+/// A relay that dies between the broker's confirm and marking the row (the real relay, at
+/// its crash point): the lease expires, another relay republishes with the same id, and the
+/// inbox absorbs the copy.
+pub async fn relay_crash_between_publish_and_mark(b: &Arc<Backend>) {
+    use postroom_core::failpoint::{self, Action};
+    let (c, topic) = (unique("relaycrash"), unique("t.relaycrash."));
+    let h = EffectHandler::new(b.clone(), &c, Fault::None);
+    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let env = order("rc1", 1);
+    b.produce(&env, &topic).await.unwrap();
+    let doomed_id = unique("doomed");
+    failpoint::arm_for(
+        failpoint::RELAY_BEFORE_MARK,
+        &doomed_id,
+        Action::Panic,
+        0,
+        Some(1),
+    );
+    let lease = Duration::from_secs(2);
+    let doomed = OutboxRelay::new(
+        b.outbox(),
+        b.publisher(),
+        RelayConfig {
+            relay_id: doomed_id.clone(),
+            lease,
+            ..RelayConfig::default()
+        },
+    );
+    let started = Instant::now();
+    let died = tokio::spawn(async move { doomed.run_once().await })
+        .await
+        .expect_err("the doomed relay dies at its crash point");
+    assert!(died.is_panic(), "{died}");
+    assert_eq!(
+        failpoint::hits(failpoint::RELAY_BEFORE_MARK, &doomed_id),
+        1,
+        "the batch was confirmed before the relay died"
+    );
+    assert_eq!(
+        b.outbox().pending().await.unwrap(),
+        1,
+        "published, never marked"
+    );
+    // The survivor can claim the row only once the doomed relay's lease has run out.
+    relay_all(b, "survivor").await;
+    assert!(
+        started.elapsed() >= lease,
+        "republished {:?} after the crash, within the doomed relay's lease of {lease:?}",
+        started.elapsed()
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            h.calls_for(env.id).len() >= 2
+        })
+        .await,
+        "republished"
+    );
+    let stats = run.stop().await;
+    assert!(
+        h.calls_for(env.id).iter().all(|c| c.id == env.id),
+        "the copy carries the same id"
+    );
+    assert_eq!(b.effect_count(&c, "effect:rc1").await.unwrap(), 1);
+    assert_eq!(stats.duplicates, 1);
+}
+
+/// Two relays on one outbox keep per-aggregate order: version n+1 never goes out before n.
+pub async fn relay_keeps_aggregate_order(b: &Arc<Backend>) {
+    let (c, topic) = (unique("order"), unique("t.order."));
+    let h = EffectHandler::new(b.clone(), &c, Fault::None);
+    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    for v in 1..=10 {
+        for agg in ["x", "y", "z"] {
+            b.produce(&order(agg, v), &topic).await.unwrap();
+        }
+    }
+    let (b1, b2) = (b.clone(), b.clone());
+    let r1 = tokio::spawn(async move { relay_small_batches(&b1, "ra").await });
+    let r2 = tokio::spawn(async move { relay_small_batches(&b2, "rb").await });
+    r1.await.unwrap();
+    r2.await.unwrap();
+    assert!(wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await);
+    run.stop().await;
+    assert_delivered_in_order(&h, &["x", "y", "z"], 10);
+}
+
+/// Two relays running their pipelined loops (publish batch n while marking n-1 and claiming
+/// n+1) keep per-aggregate order too, and stop cleanly.
+pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
+    let (c, topic) = (unique("loops"), unique("t.loops."));
+    let h = EffectHandler::new(b.clone(), &c, Fault::None);
+    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    for v in 1..=10 {
+        for agg in ["p", "q", "r"] {
+            b.produce(&order(agg, v), &topic).await.unwrap();
+        }
+    }
+    let (stop, rx) = watch::channel(false);
+    let relays: Vec<_> = ["la", "lb"]
+        .into_iter()
+        .map(|id| {
+            let relay = OutboxRelay::new(
+                b.outbox(),
+                b.publisher(),
+                RelayConfig {
+                    relay_id: id.into(),
+                    batch_size: 2,
+                    idle_wait: Duration::from_millis(20),
+                    ..RelayConfig::default()
+                },
+            );
+            let rx = rx.clone();
+            tokio::spawn(async move { relay.run(rx).await })
+        })
+        .collect();
+    assert!(
+        wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await,
+        "all published and handled"
+    );
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            b.outbox().pending().await.unwrap() == 0
+        })
+        .await,
+        "all marked"
+    );
+    stop.send(true).unwrap();
+    for r in relays {
+        tokio::time::timeout(Duration::from_secs(10), r)
+            .await
+            .expect("relay loop stops")
+            .unwrap();
+    }
+    run.stop().await;
+    assert_delivered_in_order(&h, &["p", "q", "r"], 10);
+}
+
+/// Each aggregate's versions 1..=`n` reached the handler once each, in order.
+fn assert_delivered_in_order(h: &EffectHandler, aggregates: &[&str], n: u64) {
+    for agg in aggregates {
+        let versions: Vec<u64> = h
+            .calls()
+            .iter()
+            .filter(|c| c.aggregate.0 == format!("order:{agg}"))
+            .map(|c| c.aggregate.1)
+            .collect();
+        assert_eq!(
+            versions,
+            (1..=n).collect::<Vec<_>>(),
+            "aggregate {agg} delivered in order"
+        );
+    }
+}
+
+async fn relay_small_batches(b: &Arc<Backend>, id: &str) {
+    let relay = OutboxRelay::new(
+        b.outbox(),
+        b.publisher(),
+        RelayConfig {
+            relay_id: id.into(),
+            batch_size: 2,
+            ..RelayConfig::default()
+        },
+    );
+    for _ in 0..2000 {
+        let pass = relay.run_once().await.expect("relay pass");
+        if pass.claimed == 0 {
+            if b.outbox().pending().await.unwrap() == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    panic!("relays did not drain the outbox");
+}

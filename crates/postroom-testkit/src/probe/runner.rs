@@ -1,0 +1,32 @@
+//! The probe's consumer settings and retry policy; [`crate::running`] runs the loop.
+
+use postroom_core::consumer::{ConsumerConfig, Ordering};
+use postroom_core::{EnvelopeDecoder, RetryPolicy};
+
+/// Consumer settings for `name` (accepting `order.created` v1) with `retry`, `concurrency`
+/// and `ordering`, and no circuit breaker.
+pub fn config(
+    name: &str,
+    retry: RetryPolicy,
+    concurrency: usize,
+    ordering: Ordering,
+) -> ConsumerConfig {
+    let mut cfg = ConsumerConfig::new(name, EnvelopeDecoder::new().accept("order.created", 1..=1));
+    cfg.retry = retry;
+    cfg.version = "test-1".into();
+    cfg.concurrency = concurrency;
+    cfg.ordering = ordering;
+    cfg.breaker.failure_threshold = 0;
+    cfg
+}
+
+/// A policy on `ladder` with `retries` retries, no deadline and no jitter.
+pub fn policy(ladder: &str, retries: u32) -> RetryPolicy {
+    RetryPolicy {
+        ladder: ladder.parse().unwrap(),
+        max_retries: retries,
+        max_unknown_retries: 1,
+        max_age: None,
+        jitter: 0.0,
+    }
+}

@@ -1,0 +1,56 @@
+//! A consumer loop running in the background, and its graceful stop.
+
+use postroom_core::consumer::Consumer;
+use postroom_core::stats::{ConsumerStats, StatsSnapshot};
+use postroom_core::{Handler, Subscriber};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A consumer running in the background.
+pub struct Running {
+    /// Sends the shutdown.
+    pub stop: watch::Sender<bool>,
+    /// The consumer loop.
+    pub task: tokio::task::JoinHandle<()>,
+    /// The loop's counters.
+    pub stats: Arc<ConsumerStats>,
+}
+
+impl Running {
+    /// Run `body`, a consumer loop that ends once its receiver says stop and counts into
+    /// `stats`, in the background.
+    pub fn start<F, Fut>(stats: Arc<ConsumerStats>, body: F) -> Self
+    where
+        F: FnOnce(watch::Receiver<bool>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(body(rx));
+        Self { stop, task, stats }
+    }
+
+    /// Graceful stop (the subscriber goes away: unacked deliveries return), and the loop's
+    /// final counters. A loop that does not stop within 30 s, or that panicked, fails the
+    /// test.
+    pub async fn stop(self) -> StatsSnapshot {
+        let _ = self.stop.send(true);
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the consumer loop stops within 30 s of its shutdown")
+            .expect("the consumer loop ends without a panic");
+        self.stats.snapshot()
+    }
+}
+
+/// Run `consumer` on `sub` in the background.
+pub fn spawn<H, S>(consumer: Consumer<H>, sub: S) -> Running
+where
+    H: Handler + ?Sized + 'static,
+    S: Subscriber + 'static,
+{
+    Running::start(consumer.stats(), move |rx| async move {
+        consumer.run(sub, rx).await
+    })
+}

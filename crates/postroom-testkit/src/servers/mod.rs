@@ -1,0 +1,35 @@
+//! Real servers for tests, isolated per test and cleaned up on drop. Endpoints come from
+//! environment variables with loopback defaults; a missing server fails the test, it is
+//! never skipped.
+
+#[cfg(feature = "postgres")]
+pub mod cuttable_path;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
+#[cfg(feature = "postgres")]
+pub use cuttable_path::CuttablePath;
+#[cfg(feature = "postgres")]
+pub use postgres::TestDb;
+
+#[cfg(feature = "own-servers")]
+pub mod os_user;
+#[cfg(feature = "own-servers")]
+pub mod pg_cluster;
+#[cfg(feature = "own-servers")]
+pub mod rabbit_node;
+#[cfg(feature = "own-servers")]
+pub mod test_ca;
+
+#[cfg(feature = "own-servers")]
+pub use pg_cluster::PgCluster;
+#[cfg(feature = "own-servers")]
+pub use rabbit_node::RabbitNode;
+#[cfg(feature = "own-servers")]
+pub use test_ca::{ServerCert, TestCa};
+
+/// A short random suffix for names of queues, streams, topics and databases.
+#[must_use]
+pub fn suffix() -> String {
+    uuid::Uuid::now_v7().simple().to_string()[18..].to_string()
+}

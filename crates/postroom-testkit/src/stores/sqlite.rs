@@ -1,0 +1,153 @@
+//! The store half on SQLite: a temporary file with the outbox, inbox, parking lot and the
+//! suite's business tables.
+
+use crate::fixture::StoreFixture;
+use crate::table_queue::TableQueueFixture;
+use async_trait::async_trait;
+use postroom_core::{
+    Envelope, Handled, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Result,
+};
+use postroom_core::{InboxLookup, Transport};
+use postroom_sqlite::{QueueConfig, SqliteStore, inbox, map_error, outbox};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A SQLite store in a temporary directory, removed on drop.
+pub struct SqliteFixture {
+    /// The store.
+    pub store: SqliteStore,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SqliteFixture {
+    /// A fresh file with the suite's business tables.
+    pub async fn fresh() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("suite.db");
+        let store = SqliteStore::open(&path).await.expect("open sqlite");
+        sqlx::raw_sql(
+            "CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
+             CREATE TABLE effects (consumer TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (consumer, key));",
+        )
+        .execute(store.pool())
+        .await
+        .expect("business tables");
+        Self {
+            store,
+            path,
+            _dir: dir,
+        }
+    }
+}
+
+#[async_trait]
+impl StoreFixture for SqliteFixture {
+    async fn produce(&self, envelope: &Envelope, topic: &str) -> Result<()> {
+        let mut tx = self.store.begin().await?;
+        sqlx::query("INSERT INTO orders (id, version) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version")
+            .bind(&envelope.aggregate.id)
+            .bind(i64::try_from(envelope.aggregate.version).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+        outbox::enqueue(&mut tx, &OutgoingMessage::from_envelope(envelope, topic)).await?;
+        tx.commit().await.map_err(map_error)
+    }
+
+    fn outbox(&self) -> Arc<dyn OutboxStore> {
+        Arc::new(self.store.clone())
+    }
+
+    fn parking(&self) -> Arc<dyn ParkingStore> {
+        Arc::new(self.store.clone())
+    }
+
+    async fn apply_effect(&self, consumer: &str, id: MessageId, key: &str) -> Result<Handled> {
+        let mut tx = self.store.begin().await?;
+        if !inbox::claim(&mut tx, consumer, id).await? {
+            return Ok(Handled::Duplicate);
+        }
+        sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
+            .bind(consumer)
+            .bind(key)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+        tx.commit().await.map_err(map_error)?;
+        Ok(Handled::Applied)
+    }
+
+    async fn apply_effects(
+        &self,
+        consumer: &str,
+        items: &[(MessageId, String)],
+    ) -> Result<Vec<Handled>> {
+        let mut tx = self.store.begin().await?;
+        let ids: Vec<MessageId> = items.iter().map(|(id, _)| *id).collect();
+        let new: std::collections::HashSet<MessageId> = inbox::claim_many(&mut tx, consumer, &ids)
+            .await?
+            .into_iter()
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        let mut applied = std::collections::HashSet::new();
+        for (id, key) in items {
+            if new.contains(id) && applied.insert(*id) {
+                sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
+                    .bind(consumer)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(map_error)?;
+                out.push(Handled::Applied);
+            } else {
+                out.push(Handled::Duplicate);
+            }
+        }
+        tx.commit().await.map_err(map_error)?;
+        Ok(out)
+    }
+
+    async fn effect_count(&self, consumer: &str, key: &str) -> Result<u64> {
+        let n: Option<i64> =
+            sqlx::query_scalar("SELECT n FROM effects WHERE consumer = ? AND key = ?")
+                .bind(consumer)
+                .bind(key)
+                .fetch_optional(self.store.pool())
+                .await
+                .map_err(map_error)?;
+        Ok(n.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+    }
+}
+
+impl TableQueueFixture for SqliteFixture {
+    fn address(&self) -> String {
+        self.path.to_str().expect("a UTF-8 temporary path").into()
+    }
+
+    fn queue(&self, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
+        let config = QueueConfig::default()
+            .lease(lease)
+            .poll_interval(poll_interval);
+        Arc::new(self.store.queue_with(config).expect("queue"))
+    }
+
+    async fn queue_at(
+        address: &str,
+        lease: Duration,
+        poll_interval: Duration,
+    ) -> Arc<dyn Transport> {
+        let store = SqliteStore::open(address)
+            .await
+            .expect("open the fixture's file");
+        let config = QueueConfig::default()
+            .lease(lease)
+            .poll_interval(poll_interval);
+        Arc::new(store.queue_with(config).expect("queue"))
+    }
+
+    fn inbox(&self) -> Arc<dyn InboxLookup> {
+        Arc::new(self.store.clone())
+    }
+}

@@ -1,0 +1,124 @@
+//! # postroom
+//!
+//! Reliable asynchronous messaging for applications: a producer writes its business row and
+//! an outbox row in one transaction; the relay publishes with broker confirmations; a
+//! consumer applies the effect and claims the message id in its inbox in one transaction,
+//! then acks; transient failures retry on a ladder of delays kept by the broker (or the
+//! queue in tables); permanent ones are parked with their diagnostics.
+//!
+//! This crate is the one to depend on. [`Service`] wires a service from one place: the store
+//! and the transport (from URLs, or objects the program opened), the retry policy declared
+//! once (the broker's delay stages are made from its ladder, and a consumer whose ladder the
+//! transport cannot keep is refused at start, naming both), the consumers with their
+//! handlers, and the relay. [`Service::start`] returns once every consumer is attached;
+//! [`Running::shutdown`] drains.
+//!
+//! Complete, runnable services, one per stack, each a producer, relay and consumer with the
+//! inbox that exits 0 only when every message was applied exactly once (the test command
+//! runs them against the real servers):
+//!
+//! | stack | example | run |
+//! |---|---|---|
+//! | SQLite only, no server | `examples/src/bin/sqlite.rs` | `cargo run -p postroom-examples --bin sqlite` |
+//! | PostgreSQL + RabbitMQ | `examples/src/bin/postgres_rabbitmq.rs` | `cargo run -p postroom-examples --bin postgres_rabbitmq` |
+//! | PostgreSQL + NATS JetStream | `examples/src/bin/postgres_nats.rs` | `cargo run -p postroom-examples --bin postgres_nats` |
+//! | PostgreSQL + Amazon SQS | `examples/src/bin/postgres_sqs.rs` | `cargo run -p postroom-examples --bin postgres_sqs` |
+//! | PostgreSQL + Kafka | `examples/src/bin/postgres_kafka.rs` | `cargo run -p postroom-examples --bin postgres_kafka` |
+//!
+//! Each bin wires one stack; the message and the handler to change live in
+//! `examples/src/shop.rs`. The shape of each:
+//!
+//! ```no_run
+//! use postroom::sqlite::{SqliteStore, inbox, outbox};
+//! use postroom::{Contract, Envelope, Handled, HandlerError, Message, OutgoingMessage,
+//!                RetryPolicy, Service, TypedHandler, async_trait};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct OrderCreated { order_id: String, qty: i64 }
+//! impl Contract for OrderCreated { const TYPE: &'static str = "order.created"; }
+//!
+//! struct Reserve { store: SqliteStore }
+//!
+//! #[async_trait]
+//! impl TypedHandler<OrderCreated> for Reserve {
+//!     async fn handle(&self, m: Message<OrderCreated>) -> Result<Handled, HandlerError> {
+//!         let mut tx = self.store.begin().await?;
+//!         if !inbox::claim(&mut tx, "inventory", m.id()).await? {
+//!             return Ok(Handled::Duplicate);
+//!         }
+//!         sqlx::query("UPDATE stock SET reserved = reserved + ?").bind(m.data.qty)
+//!             .execute(&mut *tx).await?;
+//!         tx.commit().await?;
+//!         Ok(Handled::Applied)
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let service = Service::builder()
+//!     .database("app.db")                       // or postgres://…; .broker("amqp://…")
+//!     .retry(RetryPolicy::default().ladder("1s,10s".parse()?).retries(3))
+//!     .open().await?;
+//! let store: SqliteStore = service.store::<SqliteStore>().unwrap().clone();
+//! let running = service
+//!     .consumer(postroom::consumer::<OrderCreated>("inventory", Reserve { store: store.clone() }))
+//!     .relay()
+//!     .start().await?;                          // consumers attached: ready
+//!
+//! // Producer: the business row and the outbox row in one transaction.
+//! let env = Envelope::builder(OrderCreated::TYPE, "shop").aggregate("order", "o-1", 1)
+//!     .data(serde_json::to_value(OrderCreated { order_id: "o-1".into(), qty: 2 })?).build();
+//! let mut tx = store.begin().await?;
+//! outbox::enqueue(&mut tx, &OutgoingMessage::from_envelope(&env, OrderCreated::TYPE)).await?;
+//! tx.commit().await?;
+//!
+//! running.shutdown().await;                     // drains
+//! # Ok(()) }
+//! ```
+
+mod builder;
+mod consumer;
+mod error;
+mod running;
+mod service;
+
+pub use builder::ServiceBuilder;
+pub use consumer::{ConsumerSpec, consumer};
+pub use running::Running;
+pub use service::Service;
+
+pub use postroom_core::stats::StatsSnapshot;
+pub use postroom_core::typed::{Contract, Message, TypedHandler, typed};
+pub use postroom_core::{
+    Envelope, EnvelopeDecoder, Error, ErrorClass, ErrorKind, ForeignFormat, Handled, Handler,
+    HandlerError, Incoming, MessageId, Ordering, OutgoingMessage, RelayConfig, Result, RetryLadder,
+    RetryPolicy, Subscription, Transport, async_trait,
+};
+
+/// The broker- and database-free core: every type of the consumer and relay loops.
+pub use postroom_core as core;
+/// The operations registry: stores and transports by URL.
+pub use postroom_ops as ops;
+
+/// The embedded store (SQLite): outbox, inbox, parking lot and queue in one file.
+#[cfg(feature = "sqlite")]
+pub use postroom_sqlite as sqlite;
+
+/// PostgreSQL: outbox, inbox, parking lot, queue in tables.
+#[cfg(feature = "postgres")]
+pub use postroom_postgres as postgres;
+
+/// RabbitMQ: topology, confirming publisher, retry stages, parking queues.
+#[cfg(feature = "rabbitmq")]
+pub use postroom_rabbitmq as rabbitmq;
+
+/// NATS JetStream: streams, durable pull consumers, delayed naks, parking streams.
+#[cfg(feature = "nats")]
+pub use postroom_nats as nats;
+
+/// Amazon SQS: queues and DLQs, batched publishing, retries as visibility timeouts.
+#[cfg(feature = "sqs")]
+pub use postroom_sqs as sqs;
+
+/// Kafka: the idempotent producer, consumer groups, retry stage topics, a parking topic.
+#[cfg(feature = "kafka")]
+pub use postroom_kafka as kafka;
