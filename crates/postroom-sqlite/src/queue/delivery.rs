@@ -3,7 +3,7 @@
 
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
-use crate::time::{ms, now_ms};
+use crate::time::due_ms;
 use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, ParkedMessage, ReceivedMessage, Result, RetryPlan, async_trait,
@@ -54,7 +54,7 @@ impl Delivery for SqliteDelivery {
              WHERE seq = ? AND lease_token = ?",
         )
         .bind(serde_json::to_string(&headers).expect("headers serialise"))
-        .bind(now_ms() + ms(plan.delay))
+        .bind(due_ms(plan.delay))
         .bind(plan.stage as i64)
         .bind(self.seq)
         .bind(&self.token)
