@@ -10,6 +10,7 @@
 //! only test and the database URL in the environment.
 
 use postroom_core::consumer::{Consumer, ConsumerConfig};
+use postroom_core::failpoint::{self, Action};
 use postroom_core::{
     BacklogProbe, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
     OutboxRelay, OutgoingMessage, Publisher, RelayConfig, Result, Transport, async_trait,
@@ -60,6 +61,7 @@ impl Publisher for LogPublisher {
 /// A relay process: this test binary re-run by `two_relays_one_killed_mid_batch` with the
 /// worker variables set.
 fn relay_worker(url: String, relay_id: String) {
+    let relay_id_is_doomed = relay_id == "doomed";
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -81,6 +83,18 @@ fn relay_worker(url: String, relay_id: String) {
             retry_after: Duration::from_millis(100),
             retention: None,
         };
+        if relay_id_is_doomed {
+            // Mid-batch, held there: the batch is confirmed and logged, its rows not yet
+            // marked, until the SIGKILL arrives (a kill timed from outside could land after the
+            // mark and leave nothing to republish).
+            failpoint::arm_for(
+                failpoint::RELAY_BEFORE_MARK,
+                "doomed",
+                Action::Call(Arc::new(|| Box::pin(std::future::pending::<()>()))),
+                1,
+                None,
+            );
+        }
         let relay = OutboxRelay::new(Arc::new(store.outbox()), publisher, config);
         let (_never, rx) = tokio::sync::watch::channel(false);
         relay.run(rx).await;
