@@ -418,23 +418,40 @@ impl ManagementApi {
         Ok(())
     }
 
+    /// The broker's names of the open connections whose client named itself
+    /// `connection_name` (a connection appears here shortly after it opened).
+    pub async fn connections_named(&self, connection_name: &str) -> Result<Vec<String>> {
+        let conns: Vec<Value> = self.list("api/connections").await?;
+        Ok(conns
+            .iter()
+            .filter(|c| {
+                c.pointer("/client_properties/connection_name")
+                    .and_then(Value::as_str)
+                    == Some(connection_name)
+            })
+            .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_owned))
+            .collect())
+    }
+
+    /// Force-close the connection the broker calls `name` (see
+    /// [`connections_named`](Self::connections_named)). False when it was gone already.
+    pub async fn close_connection(&self, name: &str) -> Result<bool> {
+        let closed = self
+            .call(
+                Method::DELETE,
+                &format!("api/connections/{}", encode_segment(name)),
+                None,
+            )
+            .await?;
+        Ok(closed.is_some())
+    }
+
     /// Force-close every connection whose client named itself `connection_name` (what a
     /// network failure or an operator does; tests of the reconnect path). Returns how many.
     pub async fn close_connections_named(&self, connection_name: &str) -> Result<usize> {
-        let conns: Vec<Value> = self.list("api/connections").await?;
         let mut n = 0;
-        for c in conns {
-            let named = c
-                .pointer("/client_properties/connection_name")
-                .and_then(Value::as_str)
-                == Some(connection_name);
-            if let (true, Some(name)) = (named, c.get("name").and_then(Value::as_str)) {
-                self.call(
-                    Method::DELETE,
-                    &format!("api/connections/{}", encode_segment(name)),
-                    None,
-                )
-                .await?;
+        for name in self.connections_named(connection_name).await? {
+            if self.close_connection(&name).await? {
                 n += 1;
             }
         }

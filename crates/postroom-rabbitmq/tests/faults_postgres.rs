@@ -172,22 +172,44 @@ async fn retry_published_but_original_ack_lost_gives_one_effect() {
     let db = PgEffectsDb::fresh().await;
     let path = Arc::new(CuttablePath::to_postgres().await);
     path.down();
-    let (api, name, heal) = (rabbit.api.clone(), rabbit.prefix.clone(), path.clone());
+    // The connection the consumer will use, as the broker names it: found before the message
+    // goes out (the management API lists a new connection only after a while), so the crash
+    // point closes it at once, before the retry copy's delay ends.
+    let listed_by = std::time::Instant::now() + Duration::from_secs(30);
+    let connections = loop {
+        let named = rabbit
+            .api
+            .connections_named(&rabbit.prefix)
+            .await
+            .unwrap_or_default();
+        if !named.is_empty() {
+            break named;
+        }
+        assert!(
+            std::time::Instant::now() < listed_by,
+            "the management API lists the workload's connection"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (api, heal) = (rabbit.api.clone(), path.clone());
     failpoint::arm_for(
         failpoint::RETRY_BEFORE_ACK,
         "inventory",
         Action::Call(Arc::new(
             move || -> futures::future::BoxFuture<'static, ()> {
-                let (api, name, heal) = (api.clone(), name.clone(), heal.clone());
+                let (api, heal, connections) = (api.clone(), heal.clone(), connections.clone());
                 Box::pin(async move {
                     heal.restore();
                     // The broker closes the connection the original came on before its ack
-                    // is sent (its management API lists a new connection within seconds).
-                    let killed = eventually(Duration::from_secs(20), || async {
-                        api.close_connections_named(&name).await.unwrap_or(0) >= 1
-                    })
-                    .await;
-                    assert!(killed, "the consumer's connection was closed by the broker");
+                    // is sent.
+                    let mut closed = 0;
+                    for c in &connections {
+                        closed += usize::from(api.close_connection(c).await.unwrap_or(false));
+                    }
+                    assert!(
+                        closed >= 1,
+                        "the consumer's connection was closed by the broker"
+                    );
                 })
             },
         )),
@@ -234,7 +256,8 @@ async fn retry_published_but_original_ack_lost_gives_one_effect() {
     assert_eq!(
         (s.applied, s.duplicates),
         (1, 1),
-        "one effect, one absorbed"
+        "one effect, one absorbed: {s:?}, calls (attempt, at) {:?}",
+        h.calls.lock().unwrap()
     );
     let mut attempts: Vec<u32> = h.calls.lock().unwrap().iter().map(|c| c.0).collect();
     attempts.sort_unstable();
