@@ -99,6 +99,21 @@ pub fn on_signals() -> OpsResult<watch::Receiver<bool>> {
     Ok(rx)
 }
 
+/// Notified on each SIGHUP (a request to re-read configuration).
+pub fn on_hangup() -> OpsResult<std::sync::Arc<tokio::sync::Notify>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())
+        .map_err(|e| OpsError::failed(format!("cannot watch for signals: {e}")))?;
+    let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+    let n = notify.clone();
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            n.notify_one();
+        }
+    });
+    Ok(notify)
+}
+
 /// Listen on `addr` and print `what listening on http://ADDR` (the address chosen when the
 /// port is 0) on stdout.
 pub async fn listen(addr: SocketAddr, what: &str) -> OpsResult<TcpListener> {

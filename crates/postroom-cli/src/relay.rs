@@ -10,6 +10,7 @@ use postroom_ops::limits::parse_limit;
 use postroom_ops::time::parse_span;
 use postroom_ops::{OpsError, OpsResult, Registry, TopologyFile, TransportSpec, UrlText};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// `postroom relay`.
@@ -42,16 +43,30 @@ pub struct RelayArgs {
     pub retention: String,
     /// Also publish every row to this broker (repeat for several; comma-separated in the
     /// environment), with the same message id: a row is marked published only when --broker
-    /// and every one of these confirmed it. The list is read at start: to add or remove a
-    /// broker, restart the relay with the new list (rows in hand are given back on SIGTERM).
+    /// and every one of these confirmed it. Fixed while the relay runs; to change the brokers
+    /// without a restart, use --brokers-file.
     #[arg(
         long,
         env = "POSTROOM_RELAY_ALSO_PUBLISH_TO",
         hide_env_values = true,
         value_delimiter = ',',
-        value_name = "URL"
+        value_name = "URL",
+        conflicts_with = "brokers_file"
     )]
     pub also_publish_to: Vec<UrlText>,
+    /// Publish every row to each broker listed in FILE (one URL per line, # starts a
+    /// comment), with the same message id, instead of --broker: a row is marked published
+    /// only when every broker listed confirmed it. The file is followed while the relay runs
+    /// (checked every second, at once on SIGHUP): brokers added are opened and bound and get
+    /// the next batches; brokers removed get no more rows. A list that cannot be used is
+    /// reported and the one in use is kept.
+    #[arg(
+        long,
+        env = "POSTROOM_RELAY_BROKERS_FILE",
+        value_name = "FILE",
+        conflicts_with = "broker"
+    )]
+    pub brokers_file: Option<PathBuf>,
 }
 
 fn default_id() -> String {
@@ -78,6 +93,18 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     let prometheus = daemon::prometheus()?;
     let registry = Registry::builtin();
     let pipeline = a.pipeline.open(&registry, config, passwords, true).await?;
+    if let Some(file) = &a.brokers_file {
+        return follow_brokers_file(
+            &a,
+            file,
+            pipeline,
+            registry,
+            relay_config,
+            shutdown,
+            prometheus,
+        )
+        .await;
+    }
     let mut also = Vec::with_capacity(a.also_publish_to.len());
     if !a.also_publish_to.is_empty() {
         if a.pipeline.broker.is_none() {
@@ -85,12 +112,7 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
                 "--also-publish-to needs --broker: the first broker the rows go to",
             ));
         }
-        let path = a
-            .pipeline
-            .topology
-            .clone()
-            .unwrap_or_else(|| "topology.toml".into());
-        let spec = TransportSpec::from_file(TopologyFile::read(&path)?);
+        let spec = TransportSpec::from_file(TopologyFile::read(&topology_path(&a))?);
         for url in &a.also_publish_to {
             let endpoint = postroom_ops::Endpoint::broker(&url.0)?;
             also.push(registry.open_transport(&endpoint, &spec).await?);
@@ -119,6 +141,70 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     pipeline.transport.close().await;
     for t in &also {
         t.close().await;
+    }
+    stopped(status, relayed).await
+}
+
+/// The topology file: --topology (or POSTROOM_TOPOLOGY), else `topology.toml`.
+fn topology_path(a: &RelayArgs) -> PathBuf {
+    a.pipeline
+        .topology
+        .clone()
+        .unwrap_or_else(|| "topology.toml".into())
+}
+
+/// `--brokers-file`: relay to the brokers the file lists, following it; SIGHUP re-reads it.
+async fn follow_brokers_file(
+    a: &RelayArgs,
+    file: &std::path::Path,
+    pipeline: postroom_ops::Pipeline,
+    registry: Registry,
+    relay_config: RelayConfig,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    prometheus: postroom_console::metrics::PrometheusHandle,
+) -> OpsResult {
+    let spec = TransportSpec::from_file(TopologyFile::read(&topology_path(a))?);
+    // A file that cannot be used is refused before anything starts.
+    postroom_ops::relay::read_brokers_file(file)?;
+    let reload = daemon::on_hangup()?;
+    let listener = daemon::listen(a.listen, "postroom relay").await?;
+    let (id, store) = (
+        relay_config.relay_id.clone(),
+        format!("{} {}", pipeline.store.driver(), pipeline.store.location()),
+    );
+    let on_targets: Arc<dyn Fn(&[String]) + Send + Sync> = Arc::new(move |names: &[String]| {
+        eprintln!("postroom relay {id}: {store} -> {}", names.join(" + "));
+    });
+    let status = tokio::spawn(postroom_console::status::serve(
+        listener,
+        prometheus,
+        Arc::new(pipeline.clone()),
+        shutdown.clone(),
+    ));
+    let relayed = postroom_ops::relay::run_relay_following(
+        &pipeline,
+        registry,
+        &spec,
+        file,
+        relay_config,
+        8,
+        reload,
+        on_targets,
+        shutdown,
+    )
+    .await;
+    pipeline.transport.close().await;
+    stopped(status, relayed).await
+}
+
+/// Wait for the status server (it stops with the shutdown signal; at once when the relay
+/// failed) and say so.
+async fn stopped(
+    status: tokio::task::JoinHandle<postroom_core::Result<()>>,
+    relayed: OpsResult,
+) -> OpsResult {
+    if relayed.is_err() {
+        status.abort();
     }
     let _ = status.await;
     eprintln!("postroom relay: stopped");

@@ -438,7 +438,7 @@ fn runbook() -> String {
             let body = &text[at + fence.len()..];
             body.find("\n```").map(|end| body[..=end].to_string())
         })
-        .find(|b| b.contains("--also-publish-to"))
+        .find(|b| b.contains("--brokers-file"))
         .expect("README.md has the runbook block")
 }
 
@@ -612,6 +612,27 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
         ids.len(),
         output()
     );
+    // The relay stopped publishing to NATS while it ran (step 5): the rows written after
+    // that are on Kafka alone, so NATS's stream holds fewer messages than were written.
+    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
+        .await
+        .expect("NATS");
+    let on_nats = conn
+        .jetstream()
+        .get_stream(postroom_nats::naming::work_stream(&p))
+        .await
+        .expect("the workload's NATS stream")
+        .info()
+        .await
+        .expect("its state")
+        .state
+        .messages;
+    assert!(
+        on_nats > 0 && on_nats < ids.len() as u64,
+        "NATS got {on_nats} of the {} rows: all until Kafka alone was listed, none after",
+        ids.len()
+    );
+    conn.close().await;
     let (code, metrics) = common::daemon::get(&format!("http://{kafka_feed}/metrics")).await;
     assert_eq!(code, 200);
     let absorbed: f64 = metrics
@@ -670,6 +691,46 @@ fn the_move_refuses_bad_input_clearly() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--also-publish-to needs --broker"),
+        "{out:?}"
+    );
+    // A brokers file that lists nothing, or a line that is not a URL, is refused at start
+    // with what is wrong; so is a brokers file beside --broker.
+    std::fs::write(d.join("none"), "# nothing yet\n\n").unwrap();
+    std::fs::write(d.join("bad"), format!("{}\nkafka 127.0.0.1\n", kafka())).unwrap();
+    for (file, says) in [("none", "lists no broker"), ("bad", "line 2")] {
+        let out = common::postroom(
+            d,
+            &[
+                "relay",
+                "--database",
+                "app.db",
+                "--brokers-file",
+                file,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{says}: {out:?}"
+        );
+    }
+    let out = common::postroom(
+        d,
+        &[
+            "relay",
+            "--database",
+            "app.db",
+            "--broker",
+            &kafka(),
+            "--brokers-file",
+            "none",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
         "{out:?}"
     );
     // A feed without a broker has nothing to move.

@@ -55,6 +55,9 @@ pub const INBOX_QUEUE_GAP_PARKED: &str = "postroom_inbox_queue_gap_parked_total"
 /// Counter: messages a fan-out publisher's target did not confirm (the row is published
 /// again to every target), label `target`.
 pub const FAN_OUT_UNCONFIRMED: &str = "postroom_fan_out_unconfirmed_total";
+/// Gauge: 1 for each broker a relay publishes every row to, 0 for one it stopped publishing
+/// to, label `target`.
+pub const RELAY_TARGET: &str = "postroom_relay_target";
 /// Counter: deliveries an inbox feed stored as new, labels `consumer`, `feed`.
 pub const INBOX_FEED_STORED: &str = "postroom_inbox_feed_stored_total";
 /// Counter: deliveries an inbox feed found already stored (by this feed or another one) and

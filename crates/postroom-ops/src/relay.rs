@@ -5,15 +5,19 @@
 //! batch being published is confirmed and marked, what was claimed and not sent is given
 //! back.
 
-use crate::error::OpsResult;
+use crate::endpoint::Endpoint;
+use crate::error::{OpsError, OpsResult};
 use crate::pipeline::Pipeline;
+use crate::registry::Registry;
+use crate::workload::{TransportSpec, Workload};
 use postroom_core::{
     FanOutPublisher, OutboxRelay, PublishTarget, Publisher, RelayConfig, Subscription, Transport,
     metrics as m,
 };
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// How often the relay counts the unpublished rows for its gauge.
 const PENDING_EVERY: Duration = Duration::from_secs(5);
@@ -42,17 +46,44 @@ pub async fn run_relay_to(
     for c in &pipeline.workload().consumers {
         let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
         pipeline.bind(&c.name, &routes, prefetch).await?;
-        for t in also {
-            t.bind(&Subscription::new(c.name.clone(), &routes).prefetch(prefetch))
-                .await?;
-        }
     }
-    let outbox = pipeline.store.outbox();
-    let relay = OutboxRelay::new(
-        outbox.clone(),
+    for t in also {
+        bind_workload(t.as_ref(), pipeline.workload(), prefetch).await?;
+    }
+    relay_through(
+        pipeline,
         publisher_to(&pipeline.transport, also)?,
         config,
-    );
+        shutdown,
+    )
+    .await
+}
+
+/// Bind `workload`'s consumers on `transport`, so that nothing published to it is unroutable.
+async fn bind_workload(
+    transport: &dyn Transport,
+    workload: &Workload,
+    prefetch: usize,
+) -> OpsResult {
+    for c in &workload.consumers {
+        let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
+        transport
+            .bind(&Subscription::new(c.name.clone(), &routes).prefetch(prefetch))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Relay `pipeline`'s outbox through `publisher` until `shutdown`, counting the unpublished
+/// rows for the pending gauge.
+async fn relay_through(
+    pipeline: &Pipeline,
+    publisher: Arc<dyn Publisher>,
+    config: RelayConfig,
+    shutdown: watch::Receiver<bool>,
+) -> OpsResult {
+    let outbox = pipeline.store.outbox();
+    let relay = OutboxRelay::new(outbox.clone(), publisher, config);
     let gauge = {
         let mut stop = shutdown.clone();
         let outbox = outbox.clone();
@@ -85,8 +116,14 @@ pub fn publisher_to(
     if also.is_empty() {
         return Ok(first.publisher());
     }
-    let mut targets: Vec<PublishTarget> = Vec::with_capacity(also.len() + 1);
-    for t in std::iter::once(first).chain(also) {
+    let all: Vec<Arc<dyn Transport>> = std::iter::once(first).chain(also).cloned().collect();
+    Ok(Arc::new(FanOutPublisher::new(named_targets(&all))?))
+}
+
+/// A publish target for each transport, named after it (numbered when two share a name).
+fn named_targets(transports: &[Arc<dyn Transport>]) -> Vec<PublishTarget> {
+    let mut targets: Vec<PublishTarget> = Vec::with_capacity(transports.len());
+    for t in transports {
         let same = targets
             .iter()
             .filter(|x| x.name.split('#').next() == Some(t.name()))
@@ -98,5 +135,214 @@ pub fn publisher_to(
         };
         targets.push(PublishTarget::new(name, t.publisher()));
     }
-    Ok(Arc::new(FanOutPublisher::new(targets)?))
+    targets
+}
+
+/// The brokers listed in a brokers file: one URL per line; blank lines and lines starting
+/// with `#` are skipped. At least one, none twice.
+pub fn parse_brokers_file(text: &str) -> OpsResult<Vec<Endpoint>> {
+    let mut brokers: Vec<Endpoint> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let endpoint = Endpoint::broker(line)
+            .map_err(|e| OpsError::usage(format!("line {}: {}", n + 1, e.message)))?;
+        if brokers.iter().any(|b| b.expose() == endpoint.expose()) {
+            return Err(OpsError::usage(format!(
+                "line {}: {} is listed twice",
+                n + 1,
+                endpoint.redacted()
+            )));
+        }
+        brokers.push(endpoint);
+    }
+    if brokers.is_empty() {
+        return Err(OpsError::usage(
+            "it lists no broker (one URL per line; # starts a comment)",
+        ));
+    }
+    Ok(brokers)
+}
+
+/// The text of the brokers file at `path` and the brokers it lists.
+pub fn read_brokers_file(path: &Path) -> OpsResult<(String, Vec<Endpoint>)> {
+    let text = crate::error::read_text(path, "brokers")?;
+    let brokers = parse_brokers_file(&text)
+        .map_err(|e| OpsError::usage(format!("brokers file {}: {}", path.display(), e.message)))?;
+    Ok((text, brokers))
+}
+
+/// How often a brokers file is checked for changes.
+const BROKERS_FILE_EVERY: Duration = Duration::from_secs(1);
+
+/// The brokers a relay publishes to now, each with the URL it was listed under.
+type Targets = Vec<(String, Arc<dyn Transport>)>;
+
+/// Relay `pipeline`'s outbox to every broker listed in `file`, following the file while it
+/// runs: when its text changes (checked every second) or `reload` is notified (SIGHUP), the
+/// new brokers are opened and bound and the relay publishes to the new list from its next
+/// batch on; brokers no longer listed are closed once the batches in flight had time to be
+/// confirmed (`config.lease`). A list that cannot be read, parsed or opened is reported and
+/// the list in use is kept. `on_targets` is called with the targets' names at start and at
+/// each change; the gauge `postroom_relay_target{target}` is 1 for each.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_relay_following(
+    pipeline: &Pipeline,
+    registry: Registry,
+    spec: &TransportSpec,
+    file: &Path,
+    config: RelayConfig,
+    prefetch: usize,
+    reload: Arc<Notify>,
+    on_targets: Arc<dyn Fn(&[String]) + Send + Sync>,
+    shutdown: watch::Receiver<bool>,
+) -> OpsResult {
+    let (mut seen, brokers) = read_brokers_file(file)?;
+    let workload = pipeline.workload().clone();
+    let current = open_targets(&registry, spec, &workload, prefetch, &brokers, &[]).await?;
+    let names = announce(&current, &[], on_targets.as_ref());
+    let fan_out = FanOutPublisher::new(named_targets(&transports(&current)))?;
+    debug_assert_eq!(fan_out.target_names(), names);
+    let live = Arc::new(tokio::sync::Mutex::new(current));
+
+    let follower = {
+        let (spec, file) = (spec.clone(), file.to_path_buf());
+        let (fan_out, live, mut stop) = (fan_out.clone(), live.clone(), shutdown.clone());
+        let lease = config.lease;
+        tokio::spawn(async move {
+            loop {
+                let forced = tokio::select! {
+                    () = tokio::time::sleep(BROKERS_FILE_EVERY) => false,
+                    () = reload.notified() => true,
+                    r = stop.changed() => if r.is_err() || *stop.borrow() { break } else { continue },
+                };
+                let (text, brokers) = match read_brokers_file(&file) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let text = std::fs::read_to_string(&file).unwrap_or_default();
+                        if forced || text != seen {
+                            tracing::error!(error = %e, "the brokers file cannot be used: still publishing to the brokers listed before");
+                            seen = text;
+                        }
+                        continue;
+                    }
+                };
+                if text == seen && !forced {
+                    continue;
+                }
+                seen = text;
+                let mut current = live.lock().await;
+                let wanted: Vec<&str> = brokers.iter().map(Endpoint::expose).collect();
+                let have: Vec<&str> = current.iter().map(|(u, _)| u.as_str()).collect();
+                if wanted == have {
+                    continue;
+                }
+                let next = match open_targets(
+                    &registry, &spec, &workload, prefetch, &brokers, &current,
+                )
+                .await
+                {
+                    Ok(next) => next,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a broker of the brokers file cannot be opened: still publishing to the brokers listed before");
+                        continue;
+                    }
+                };
+                if let Err(e) = fan_out.set_targets(named_targets(&transports(&next))) {
+                    tracing::error!(error = %e, "the new list of brokers was refused: still publishing to the brokers listed before");
+                    continue;
+                }
+                announce(&next, &current, on_targets.as_ref());
+                let gone: Targets = current
+                    .iter()
+                    .filter(|(u, _)| !next.iter().any(|(n, _)| n == u))
+                    .cloned()
+                    .collect();
+                *current = next;
+                if !gone.is_empty() {
+                    // Batches that began on the old list are confirmed or given back within
+                    // a lease; then the brokers no longer listed are closed.
+                    tokio::spawn(async move {
+                        tokio::time::sleep(lease).await;
+                        for (_, t) in gone {
+                            t.close().await;
+                        }
+                    });
+                }
+            }
+        })
+    };
+
+    let relayed = relay_through(pipeline, Arc::new(fan_out), config, shutdown).await;
+    let _ = follower.await;
+    for (_, t) in live.lock().await.iter() {
+        t.close().await;
+    }
+    relayed
+}
+
+fn transports(targets: &[(String, Arc<dyn Transport>)]) -> Vec<Arc<dyn Transport>> {
+    targets.iter().map(|(_, t)| t.clone()).collect()
+}
+
+/// The transports for `brokers`: the ones already in `current` kept, the others opened and
+/// bound for `workload`. When one cannot be opened, the ones opened here are closed again.
+async fn open_targets(
+    registry: &Registry,
+    spec: &TransportSpec,
+    workload: &Workload,
+    prefetch: usize,
+    brokers: &[Endpoint],
+    current: &[(String, Arc<dyn Transport>)],
+) -> OpsResult<Targets> {
+    let mut next: Targets = Vec::with_capacity(brokers.len());
+    let mut opened: Vec<Arc<dyn Transport>> = Vec::new();
+    for b in brokers {
+        if let Some((u, t)) = current.iter().find(|(u, _)| u == b.expose()) {
+            next.push((u.clone(), t.clone()));
+            continue;
+        }
+        let made = async {
+            let t = registry.open_transport(b, spec).await?;
+            opened.push(t.clone());
+            bind_workload(t.as_ref(), workload, prefetch).await?;
+            OpsResult::Ok(t)
+        }
+        .await;
+        match made {
+            Ok(t) => next.push((b.expose().to_string(), t)),
+            Err(e) => {
+                for t in opened {
+                    t.close().await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// Set the target gauges (1 for each of `now`, 0 for each of `before` no longer there) and
+/// tell `on_targets`; returns the names.
+fn announce(
+    now: &[(String, Arc<dyn Transport>)],
+    before: &[(String, Arc<dyn Transport>)],
+    on_targets: &(dyn Fn(&[String]) + Send + Sync),
+) -> Vec<String> {
+    let names: Vec<String> = named_targets(&transports(now))
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    for old in named_targets(&transports(before)) {
+        if !names.contains(&old.name) {
+            metrics::gauge!(m::RELAY_TARGET, "target" => old.name).set(0.0);
+        }
+    }
+    for n in &names {
+        metrics::gauge!(m::RELAY_TARGET, "target" => n.clone()).set(1.0);
+    }
+    on_targets(&names);
+    names
 }

@@ -7,15 +7,16 @@
 //! and publishes it again later to every target, so the targets that already confirmed get a
 //! second copy with the same id, which their consumers' inboxes absorb.
 //!
-//! The targets are fixed when it is built; adding or removing one is a new publisher (for
-//! `postroom relay`, a restart with the new list).
+//! The targets can be replaced while it runs ([`FanOutPublisher::set_targets`]): a message
+//! goes to the targets listed when its publish began, so a batch in flight during a change is
+//! confirmed by the old list, and the next one goes to the new list.
 
 use crate::error::{Error, Result};
 use crate::message::OutgoingMessage;
 use crate::metrics as m;
 use crate::transport::Publisher;
 use async_trait::async_trait;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// One named destination of a [`FanOutPublisher`].
 #[derive(Clone)]
@@ -46,36 +47,62 @@ impl PublishTarget {
 }
 
 /// Publishes each message to every target; a message is confirmed only when all confirmed.
+/// Clones share one list of targets.
 #[derive(Clone, Debug)]
 pub struct FanOutPublisher {
-    targets: Vec<PublishTarget>,
+    targets: Arc<RwLock<Arc<[PublishTarget]>>>,
 }
 
 impl FanOutPublisher {
     /// A publisher over `targets`: at least one, with distinct names.
     pub fn new(targets: Vec<PublishTarget>) -> Result<Self> {
-        if targets.is_empty() {
-            return Err(Error::new(
-                crate::ErrorKind::Config,
-                "a fan-out publisher needs at least one target",
-            ));
-        }
-        for (n, t) in targets.iter().enumerate() {
-            if targets[..n].iter().any(|o| o.name == t.name) {
-                return Err(Error::new(
-                    crate::ErrorKind::Config,
-                    format!("the publish target {} is named twice", t.name),
-                ));
-            }
-        }
-        Ok(Self { targets })
+        Ok(Self {
+            targets: Arc::new(RwLock::new(checked(targets)?)),
+        })
+    }
+
+    /// Replace the targets (at least one, with distinct names; refused otherwise, and the
+    /// list in use is kept). Publishes that already began finish on the list they began with.
+    pub fn set_targets(&self, targets: Vec<PublishTarget>) -> Result<()> {
+        let targets = checked(targets)?;
+        *self
+            .targets
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = targets;
+        Ok(())
     }
 
     /// The targets' names, in order.
     #[must_use]
-    pub fn target_names(&self) -> Vec<&str> {
-        self.targets.iter().map(|t| t.name.as_str()).collect()
+    pub fn target_names(&self) -> Vec<String> {
+        self.current().iter().map(|t| t.name.clone()).collect()
     }
+
+    fn current(&self) -> Arc<[PublishTarget]> {
+        self.targets
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// `targets` if there is at least one and no name is used twice.
+fn checked(targets: Vec<PublishTarget>) -> Result<Arc<[PublishTarget]>> {
+    if targets.is_empty() {
+        return Err(Error::new(
+            crate::ErrorKind::Config,
+            "a fan-out publisher needs at least one target",
+        ));
+    }
+    for (n, t) in targets.iter().enumerate() {
+        if targets[..n].iter().any(|o| o.name == t.name) {
+            return Err(Error::new(
+                crate::ErrorKind::Config,
+                format!("the publish target {} is named twice", t.name),
+            ));
+        }
+    }
+    Ok(targets.into())
 }
 
 /// The outcome of one message across the targets: `Ok` when every target confirmed, else an
@@ -100,8 +127,9 @@ fn combine(failures: Vec<(&str, Error)>) -> Result<()> {
 #[async_trait]
 impl Publisher for FanOutPublisher {
     async fn publish(&self, message: &OutgoingMessage) -> Result<()> {
+        let targets = self.current();
         let results = futures::future::join_all(
-            self.targets
+            targets
                 .iter()
                 .map(|t| async move { (t.name.as_str(), t.publisher.publish(message).await) }),
         )
@@ -115,8 +143,9 @@ impl Publisher for FanOutPublisher {
     }
 
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<Result<()>> {
+        let targets = self.current();
         let per_target =
-            futures::future::join_all(self.targets.iter().map(|t| async move {
+            futures::future::join_all(targets.iter().map(|t| async move {
                 (t.name.as_str(), t.publisher.publish_batch(messages).await)
             }))
             .await;
@@ -149,6 +178,38 @@ mod tests {
     fn an_empty_list_of_targets_is_refused() {
         let e = FanOutPublisher::new(Vec::new()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Config);
+    }
+
+    #[test]
+    fn targets_are_replaced_only_by_a_valid_list_and_clones_share_them() {
+        struct Nowhere;
+        #[async_trait]
+        impl Publisher for Nowhere {
+            async fn publish(&self, _: &OutgoingMessage) -> Result<()> {
+                Ok(())
+            }
+        }
+        let target = |name: &str| PublishTarget::new(name, Arc::new(Nowhere));
+        let p = FanOutPublisher::new(vec![target("nats")]).unwrap();
+        let clone = p.clone();
+        p.set_targets(vec![target("nats"), target("kafka")])
+            .unwrap();
+        assert_eq!(clone.target_names(), ["nats", "kafka"]);
+        assert_eq!(
+            p.set_targets(Vec::new()).unwrap_err().kind(),
+            ErrorKind::Config
+        );
+        assert_eq!(
+            p.set_targets(vec![target("kafka"), target("kafka")])
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Config
+        );
+        assert_eq!(
+            p.target_names(),
+            ["nats", "kafka"],
+            "a refused list changes nothing"
+        );
     }
 
     #[test]
