@@ -8,8 +8,8 @@
 //! apply the counters with one statement, commit, then ack each delivery. Two batches are in
 //! flight at once so pulling overlaps the transaction.
 
-use super::consumer::{fill_queue, timeout};
-use super::rate;
+use super::consumer::fill_queue;
+use super::{rate, timeout};
 use crate::error::{BenchError, Context};
 use crate::payload::median;
 use crate::report::{Load, Measurement, Target};

@@ -97,7 +97,7 @@ impl Handler for InboxHandler {
 }
 
 /// Run `handler` as postroom's consumer with `concurrency` on `sub` until `progress` counts
-/// `n` (or [`timeout`](super::consumer::timeout) passes); messages per second. `who` names it
+/// `n` (or [`timeout`](super::timeout) passes); messages per second. `who` names it
 /// in the error.
 pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
     handler: Arc<H>,
@@ -111,7 +111,7 @@ pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let started = std::time::Instant::now();
     let task = tokio::spawn(async move { consumer.run(sub, stopped).await });
-    let done = progress.wait_for(n, super::consumer::timeout(n)).await;
+    let done = progress.wait_for(n, super::timeout(n)).await;
     let _ = stop.send(true);
     task.await
         .map_err(|e| crate::BenchError::Stalled(format!("consumer task: {e}")))?;
@@ -125,6 +125,27 @@ pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
             progress.done()
         )))
     }
+}
+
+/// Messages per second from the first handled to the `n`-th (or an error when
+/// [`timeout`](super::timeout) passes first); `who` names the consumer in the error.
+pub async fn timed_from_first(
+    progress: &Progress,
+    n: usize,
+    who: &str,
+) -> Result<f64, crate::BenchError> {
+    let limit = super::timeout(n);
+    if !progress.wait_for(1, limit).await {
+        return Err(crate::BenchError::Stalled(format!("{who} handled nothing")));
+    }
+    let (started, first) = (std::time::Instant::now(), progress.done());
+    if !progress.wait_for(n, limit).await {
+        return Err(crate::BenchError::Stalled(format!(
+            "{who} handled {} of {n}",
+            progress.done()
+        )));
+    }
+    Ok(super::rate(n - first, started.elapsed()))
 }
 
 /// The consumer settings every bench consumer starts from.

@@ -250,7 +250,7 @@ pub async fn round(
     };
     let outcome = async {
         produced.await?;
-        let limit = super::super::consumer::timeout(mix.n) + shape.ladder.delays()[0] * 4;
+        let limit = crate::scenarios::timeout(mix.n) + shape.ladder.delays()[0] * 4;
         ledger
             .wait_applied(mix.applied_total(), limit)
             .await
