@@ -3,7 +3,7 @@
 
 use crate::resources::pg::EFFECT_SQL;
 use crate::resources::rabbit::CONSUMER;
-use postroom_core::{Handled, Handler, HandlerError, Incoming, async_trait};
+use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, async_trait};
 use postroom_postgres::{TablePrefix, commit, inbox, map_error};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -77,16 +77,7 @@ impl InboxHandler {
 #[async_trait]
 impl Handler for InboxHandler {
     async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
-        let mut tx = self.pool.begin().await.map_err(map_error)?;
-        let fresh = inbox::claim(&mut tx, &self.prefix, CONSUMER, m.envelope.id).await?;
-        if fresh {
-            sqlx::query(EFFECT_SQL)
-                .bind(&m.envelope.aggregate.id)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_error)?;
-        }
-        commit(tx).await?;
+        let fresh = claim_and_apply(&self.pool, &self.prefix, &m.envelope).await?;
         self.progress.tick();
         Ok(if fresh {
             Handled::Applied
@@ -94,6 +85,26 @@ impl Handler for InboxHandler {
             Handled::Duplicate
         })
     }
+}
+
+/// Claim `env`'s inbox row and, when it was new, bump its aggregate's counter, in one
+/// transaction; whether it was new.
+pub async fn claim_and_apply(
+    pool: &PgPool,
+    prefix: &TablePrefix,
+    env: &Envelope,
+) -> Result<bool, HandlerError> {
+    let mut tx = pool.begin().await.map_err(map_error)?;
+    let fresh = inbox::claim(&mut tx, prefix, CONSUMER, env.id).await?;
+    if fresh {
+        sqlx::query(EFFECT_SQL)
+            .bind(&env.aggregate.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+    }
+    commit(tx).await?;
+    Ok(fresh)
 }
 
 /// Run `handler` as postroom's consumer with `concurrency` on `sub` until `progress` counts
