@@ -149,3 +149,18 @@ impl Workload {
             .ctx("binding the bench consumer")
     }
 }
+
+#[postroom_core::async_trait]
+impl super::BrokerWorkload for Workload {
+    async fn create(ctx: &crate::Ctx, scenario: &str) -> Result<Self, BenchError> {
+        Workload::create(&ctx.endpoints, scenario).await
+    }
+
+    fn transport(&self) -> &dyn postroom_core::Transport {
+        &self.transport
+    }
+
+    async fn delete(self) -> Result<(), BenchError> {
+        Workload::delete(&self).await
+    }
+}

@@ -7,6 +7,22 @@ pub mod pg;
 pub mod rabbit;
 pub mod sqs;
 
+use crate::{BenchError, Ctx};
+use postroom_core::{Transport, async_trait};
+
+/// One scenario's isolated names on a broker, with postroom's transport on them.
+#[async_trait]
+pub trait BrokerWorkload: Sized + Send + Sync {
+    /// Create the names of `scenario` (under a random prefix) on the run's server.
+    async fn create(ctx: &Ctx, scenario: &str) -> Result<Self, BenchError>;
+
+    /// postroom's transport on the workload.
+    fn transport(&self) -> &dyn Transport;
+
+    /// Close the links and delete every name the workload made.
+    async fn delete(self) -> Result<(), BenchError>;
+}
+
 /// Where the servers are, from the environment with localhost defaults.
 #[derive(Clone)]
 pub struct Endpoints {

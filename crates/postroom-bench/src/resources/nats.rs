@@ -213,3 +213,18 @@ impl Drop for NatsWorkload {
         .join();
     }
 }
+
+#[postroom_core::async_trait]
+impl super::BrokerWorkload for NatsWorkload {
+    async fn create(ctx: &crate::Ctx, scenario: &str) -> Result<Self, BenchError> {
+        NatsWorkload::create(&ctx.endpoints, scenario).await
+    }
+
+    fn transport(&self) -> &dyn postroom_core::Transport {
+        self.transport.as_ref()
+    }
+
+    async fn delete(self) -> Result<(), BenchError> {
+        NatsWorkload::delete(self).await
+    }
+}

@@ -19,6 +19,28 @@ CREATE TABLE IF NOT EXISTS raw_inbox (consumer TEXT NOT NULL, message_id UUID NO
 pub const EFFECT_SQL: &str = "INSERT INTO bench_effects (key, n) VALUES ($1, 1)
     ON CONFLICT (key) DO UPDATE SET n = bench_effects.n + 1";
 
+/// Add `counts` (aggregate id → messages) to the business counters in one statement: one
+/// row per key (a statement may not update a row twice), in key order (no deadlocks between
+/// transactions in flight). Nothing to do when `counts` is empty.
+pub async fn add_effects<K: AsRef<str>>(
+    tx: &mut sqlx::PgConnection,
+    counts: std::collections::BTreeMap<K, i64>,
+) -> Result<(), sqlx::Error> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let (keys, ns): (Vec<&str>, Vec<i64>) = counts.iter().map(|(k, n)| (k.as_ref(), *n)).unzip();
+    sqlx::query(
+        "INSERT INTO bench_effects (key, n) SELECT * FROM unnest($1::text[], $2::bigint[])
+         ON CONFLICT (key) DO UPDATE SET n = bench_effects.n + EXCLUDED.n",
+    )
+    .bind(&keys)
+    .bind(&ns)
+    .execute(tx)
+    .await
+    .map(|_| ())
+}
+
 /// A database created for this run, dropped with the handle.
 #[derive(Debug)]
 pub struct BenchDb {

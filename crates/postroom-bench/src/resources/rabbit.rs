@@ -8,9 +8,10 @@ use lapin::publisher_confirm::Confirmation;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use postroom_core::OutgoingMessage;
+use postroom_core::Transport;
 use postroom_rabbitmq::{
-    Broker, ConfirmingPublisher, ManagementApi, RabbitSubscriber, SubscriberOptions, Topology,
-    TopologyConfig,
+    Broker, ConfirmingPublisher, ManagementApi, RabbitSubscriber, RabbitTransport,
+    SubscriberOptions, Topology, TopologyConfig,
 };
 use std::sync::Arc;
 
@@ -29,6 +30,9 @@ pub struct Workload {
     pub broker: Arc<Broker>,
     /// Management API.
     pub api: ManagementApi,
+    /// postroom's transport on the workload (on `broker`, its publisher on a link of its
+    /// own, made when first used).
+    pub transport: RabbitTransport,
     /// A raw lapin connection for baselines and setup (re-made if the broker dropped it).
     raw: tokio::sync::Mutex<Connection>,
     endpoints: Endpoints,
@@ -74,11 +78,14 @@ impl Workload {
         let raw = Connection::connect(&endpoints.amqp, ConnectionProperties::default())
             .await
             .map_err(|e| unavailable("RabbitMQ", &endpoints.amqp, e.to_string()))?;
+        let transport = RabbitTransport::new(broker.clone(), config.clone(), Some(api.clone()))
+            .ctx("RabbitMQ transport")?;
         let w = Self {
             prefix,
             config,
             broker,
             api,
+            transport,
             raw: tokio::sync::Mutex::new(raw),
             endpoints: endpoints.clone(),
             deleted: false,
@@ -187,7 +194,7 @@ impl Workload {
     /// Close the links and delete every queue, exchange and policy of the workload.
     pub async fn delete(mut self) -> Result<(), BenchError> {
         self.deleted = true;
-        self.broker.close().await;
+        self.transport.close().await;
         let _ = self.raw.lock().await.close(200, "bench done").await;
         self.api
             .delete_everything_named(&self.prefix)
@@ -279,4 +286,19 @@ pub async fn raw_publish(
         }
     }
     Ok(())
+}
+
+#[postroom_core::async_trait]
+impl super::BrokerWorkload for Workload {
+    async fn create(ctx: &crate::Ctx, scenario: &str) -> Result<Self, BenchError> {
+        Workload::create(&ctx.endpoints, scenario, "5s").await
+    }
+
+    fn transport(&self) -> &dyn postroom_core::Transport {
+        &self.transport
+    }
+
+    async fn delete(self) -> Result<(), BenchError> {
+        Workload::delete(self).await
+    }
 }

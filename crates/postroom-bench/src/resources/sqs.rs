@@ -129,3 +129,18 @@ impl SqsWorkload {
         Ok(())
     }
 }
+
+#[postroom_core::async_trait]
+impl super::BrokerWorkload for SqsWorkload {
+    async fn create(_ctx: &crate::Ctx, scenario: &str) -> Result<Self, BenchError> {
+        SqsWorkload::create(scenario).await
+    }
+
+    fn transport(&self) -> &dyn postroom_core::Transport {
+        self.transport.as_ref()
+    }
+
+    async fn delete(self) -> Result<(), BenchError> {
+        SqsWorkload::delete(&self).await
+    }
+}

@@ -8,11 +8,12 @@
 //! apply the counters with one statement, commit, then ack each delivery. Two batches are in
 //! flight at once so pulling overlaps the transaction.
 
-use super::consumer::{fill_queue, timeout};
-use super::rate;
+use super::consumer::fill_queue;
+use super::{rate, timeout};
 use crate::error::{BenchError, Context};
 use crate::payload::median;
 use crate::report::{Load, Measurement, Target};
+use crate::resources::pg::add_effects;
 use crate::resources::rabbit::{CONSUMER, Workload};
 use crate::{Ctx, PG_FSYNC_NOTE};
 use postroom_core::{Delivery, EnvelopeDecoder, Subscriber};
@@ -143,16 +144,7 @@ async fn commit_batch(pool: &PgPool, deliveries: Vec<RabbitDelivery>) -> Result<
             *counts.entry(key).or_default() += 1;
         }
     }
-    let (k, c): (Vec<String>, Vec<i64>) = counts.into_iter().unzip();
-    sqlx::query(
-        "INSERT INTO bench_effects (key, n) SELECT * FROM unnest($1::text[], $2::bigint[])
-         ON CONFLICT (key) DO UPDATE SET n = bench_effects.n + EXCLUDED.n",
-    )
-    .bind(&k)
-    .bind(&c)
-    .execute(&mut *tx)
-    .await
-    .ctx("batch effects")?;
+    add_effects(&mut tx, counts).await.ctx("batch effects")?;
     tx.commit().await.ctx("batch commit")?;
     for r in futures::future::join_all(deliveries.into_iter().map(Delivery::ack)).await {
         r.map_err(|(e, _)| BenchError::Postroom {

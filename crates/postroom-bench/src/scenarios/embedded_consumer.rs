@@ -139,7 +139,7 @@ async fn raw_round(
     }
     let permits = Arc::new(Semaphore::new(conc));
     let started = Instant::now();
-    let deadline = Instant::now() + super::consumer::timeout(n);
+    let deadline = Instant::now() + super::timeout(n);
     let mut tasks = Vec::with_capacity(n);
     let mut taken = 0;
     while taken < n {

@@ -3,7 +3,7 @@
 
 use crate::resources::pg::EFFECT_SQL;
 use crate::resources::rabbit::CONSUMER;
-use postroom_core::{Handled, Handler, HandlerError, Incoming, async_trait};
+use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, async_trait};
 use postroom_postgres::{TablePrefix, commit, inbox, map_error};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -77,16 +77,7 @@ impl InboxHandler {
 #[async_trait]
 impl Handler for InboxHandler {
     async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
-        let mut tx = self.pool.begin().await.map_err(map_error)?;
-        let fresh = inbox::claim(&mut tx, &self.prefix, CONSUMER, m.envelope.id).await?;
-        if fresh {
-            sqlx::query(EFFECT_SQL)
-                .bind(&m.envelope.aggregate.id)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_error)?;
-        }
-        commit(tx).await?;
+        let fresh = claim_and_apply(&self.pool, &self.prefix, &m.envelope).await?;
         self.progress.tick();
         Ok(if fresh {
             Handled::Applied
@@ -96,8 +87,28 @@ impl Handler for InboxHandler {
     }
 }
 
+/// Claim `env`'s inbox row and, when it was new, bump its aggregate's counter, in one
+/// transaction; whether it was new.
+pub async fn claim_and_apply(
+    pool: &PgPool,
+    prefix: &TablePrefix,
+    env: &Envelope,
+) -> Result<bool, HandlerError> {
+    let mut tx = pool.begin().await.map_err(map_error)?;
+    let fresh = inbox::claim(&mut tx, prefix, CONSUMER, env.id).await?;
+    if fresh {
+        sqlx::query(EFFECT_SQL)
+            .bind(&env.aggregate.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+    }
+    commit(tx).await?;
+    Ok(fresh)
+}
+
 /// Run `handler` as postroom's consumer with `concurrency` on `sub` until `progress` counts
-/// `n` (or [`timeout`](super::consumer::timeout) passes); messages per second. `who` names it
+/// `n` (or [`timeout`](super::timeout) passes); messages per second. `who` names it
 /// in the error.
 pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
     handler: Arc<H>,
@@ -111,7 +122,7 @@ pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let started = std::time::Instant::now();
     let task = tokio::spawn(async move { consumer.run(sub, stopped).await });
-    let done = progress.wait_for(n, super::consumer::timeout(n)).await;
+    let done = progress.wait_for(n, super::timeout(n)).await;
     let _ = stop.send(true);
     task.await
         .map_err(|e| crate::BenchError::Stalled(format!("consumer task: {e}")))?;
@@ -125,6 +136,27 @@ pub async fn timed_consumer<H: Handler + 'static, S: postroom_core::Subscriber>(
             progress.done()
         )))
     }
+}
+
+/// Messages per second from the first handled to the `n`-th (or an error when
+/// [`timeout`](super::timeout) passes first); `who` names the consumer in the error.
+pub async fn timed_from_first(
+    progress: &Progress,
+    n: usize,
+    who: &str,
+) -> Result<f64, crate::BenchError> {
+    let limit = super::timeout(n);
+    if !progress.wait_for(1, limit).await {
+        return Err(crate::BenchError::Stalled(format!("{who} handled nothing")));
+    }
+    let (started, first) = (std::time::Instant::now(), progress.done());
+    if !progress.wait_for(n, limit).await {
+        return Err(crate::BenchError::Stalled(format!(
+            "{who} handled {} of {n}",
+            progress.done()
+        )));
+    }
+    Ok(super::rate(n - first, started.elapsed()))
 }
 
 /// The consumer settings every bench consumer starts from.

@@ -3,7 +3,7 @@
 //! own (see [`crate::child`]), for up to `--memory-secs`. Target < 64 MiB each; the budget is
 //! the baseline.
 
-use super::relay::fill_outbox;
+use super::broker::relay::fill_outbox;
 use crate::Ctx;
 use crate::child::{self, ChildResult, ChildSpec, Role};
 use crate::error::{BenchError, Context};

@@ -1,5 +1,6 @@
 //! The scenarios, one per file, each measured beside its baseline.
 
+pub mod broker;
 pub mod consumer;
 pub mod consumer_batched;
 pub mod e2e;
@@ -76,4 +77,10 @@ pub async fn alternate<E>(
 #[must_use]
 pub fn rate(n: usize, elapsed: std::time::Duration) -> f64 {
     n as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
+/// A generous limit for handling `n` messages.
+#[must_use]
+pub fn timeout(n: usize) -> std::time::Duration {
+    std::time::Duration::from_secs(60) + std::time::Duration::from_millis(n as u64 * 5)
 }

@@ -6,8 +6,9 @@
 
 use super::mix::{Kind, Ledger, Mix, index_of};
 use crate::error::{BenchError, Context};
-use crate::resources::pg::EFFECT_SQL;
+use crate::resources::pg::add_effects;
 use crate::resources::rabbit::{CONSUMER, Workload};
+use crate::scenarios::handler::claim_and_apply;
 use postroom_core::consumer::{BatchConfig, BatchConsumer};
 use postroom_core::stats::StatsSnapshot;
 use postroom_core::{
@@ -55,16 +56,7 @@ impl Handler for OrderHandler {
         if let Some(e) = first_failure(m, &self.mix, i) {
             return Err(e);
         }
-        let mut tx = self.pool.begin().await.map_err(map_error)?;
-        let fresh = inbox::claim(&mut tx, &self.prefix, CONSUMER, m.envelope.id).await?;
-        if fresh {
-            sqlx::query(EFFECT_SQL)
-                .bind(&m.envelope.aggregate.id)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_error)?;
-        }
-        commit(tx).await?;
+        let fresh = claim_and_apply(&self.pool, &self.prefix, &m.envelope).await?;
         if fresh {
             self.ledger.applied(i);
             Ok(Handled::Applied)
@@ -110,18 +102,7 @@ impl BatchHandler for OrderHandler {
                 *counts.entry(m.envelope.aggregate.id.as_str()).or_default() += 1;
             }
         }
-        if !counts.is_empty() {
-            let (keys, ns): (Vec<&str>, Vec<i64>) = counts.into_iter().unzip();
-            sqlx::query(
-                "INSERT INTO bench_effects (key, n) SELECT * FROM unnest($1::text[], $2::bigint[])
-                 ON CONFLICT (key) DO UPDATE SET n = bench_effects.n + EXCLUDED.n",
-            )
-            .bind(&keys)
-            .bind(&ns)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_error)?;
-        }
+        add_effects(&mut tx, counts).await.map_err(map_error)?;
         commit(tx).await?;
         let mut taken = take.into_iter();
         Ok(results
@@ -250,7 +231,7 @@ pub async fn round(
     };
     let outcome = async {
         produced.await?;
-        let limit = super::super::consumer::timeout(mix.n) + shape.ladder.delays()[0] * 4;
+        let limit = crate::scenarios::timeout(mix.n) + shape.ladder.delays()[0] * 4;
         ledger
             .wait_applied(mix.applied_total(), limit)
             .await

@@ -9,8 +9,8 @@
 use super::mix::{Kind, Ledger, Mix};
 use super::postroom::Shape;
 use crate::error::{BenchError, Context};
-use crate::resources::pg::EFFECT_SQL;
-use crate::resources::rabbit::{CONSUMER, Workload, raw_publish};
+use crate::resources::rabbit::{Workload, raw_publish};
+use crate::scenarios::broker::raw_inbox::apply;
 use futures::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
@@ -199,7 +199,7 @@ pub async fn round(
     };
     let outcome = async {
         produced.await?;
-        let limit = super::super::consumer::timeout(mix.n) + Duration::from_secs(10);
+        let limit = crate::scenarios::timeout(mix.n) + Duration::from_secs(10);
         ledger
             .wait_applied(mix.applied_total(), limit)
             .await
@@ -250,25 +250,7 @@ impl Service {
         if self.mix.kind(i) == Kind::FailsOnce && !retried {
             return self.retry_later(d).await;
         }
-        let mut tx = self.pool.begin().await.ctx("raw begin")?;
-        let fresh = sqlx::query(
-            "INSERT INTO raw_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        )
-        .bind(CONSUMER)
-        .bind(env.id.as_uuid())
-        .execute(&mut *tx)
-        .await
-        .ctx("raw inbox")?
-        .rows_affected()
-            == 1;
-        if fresh {
-            sqlx::query(EFFECT_SQL)
-                .bind(&env.aggregate.id)
-                .execute(&mut *tx)
-                .await
-                .ctx("raw effect")?;
-        }
-        tx.commit().await.ctx("raw commit")?;
+        let fresh = apply(&self.pool, &env).await?;
         d.acker
             .ack(BasicAckOptions::default())
             .await

@@ -8,7 +8,7 @@ use super::{CONNECTIONS, Columns, join_all, measurement, messages, store, timed}
 use crate::Ctx;
 use crate::error::{BenchError, Context};
 use crate::report::{Load, Measurement, Target};
-use crate::scenarios::relay::{Counting, fill_outbox};
+use crate::scenarios::broker::relay::{Counting, fill_outbox};
 use postroom_core::{
     OutboxRelay, OutboxStore, OutgoingMessage, Publisher, RelayConfig, async_trait,
 };
