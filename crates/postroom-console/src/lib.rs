@@ -45,7 +45,8 @@ pub mod status;
 
 pub use auth::{Auth, Role, Users};
 pub use backend::{
-    Backends, ConsumerFigures, ParkingConsole, PgBackend, PipelineProbe, SqliteBackend,
+    Backends, ConsoleStore, ConsumerFigures, ParkingConsole, PgBackend, PipelineProbe,
+    SqliteBackend, StoreBackend,
 };
 
 use metrics_exporter_prometheus::PrometheusHandle;

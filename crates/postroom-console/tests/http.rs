@@ -7,7 +7,7 @@ mod common;
 use common::agent::Agent;
 use common::{CONSUMER, PASSWORD, SECRET, parked, serve, users, wait_for};
 use postroom_console::Auth;
-use postroom_core::{ParkingFilter, ParkingStore};
+use postroom_core::{AuditLog, ParkingArchive, ParkingFilter, ParkingStore};
 use reqwest::StatusCode;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use common::agent::Agent;
 use common::{PASSWORD, serve_backend, users, wait_for};
 use postroom_console::{Auth, ParkingConsole, PgBackend, SqliteBackend};
 use postroom_core::{
-    Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, ErrorClass, Handled, Handler,
+    AuditLog, Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, ErrorClass, Handled, Handler,
     HandlerError, Incoming, MessageId, OutgoingMessage, ParkedMessage, ParkedStatus, ParkingFilter,
     ParkingQuery, ParkingStore, Subscription, Transport, async_trait,
 };

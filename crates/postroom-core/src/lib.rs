@@ -62,9 +62,9 @@ pub use message::{Headers, OutgoingMessage, Route};
 pub use outbox::{OutboxRecord, OutboxStore};
 pub use outcome::{Disposition, Handled, HandlerError, ParkReason, RetryPlan};
 pub use parking::{
-    AuditEntry, ParkedMessage, ParkedStatus, ParkedSummary, ParkingFilter, ParkingIngest,
-    ParkingQuery, ParkingStore, RedriveReport, RedriveRun, RedriveSkip, Redriver, RunControl,
-    RunState, SkippedMessage,
+    AuditEntry, AuditLog, ParkedMessage, ParkedStatus, ParkedSummary, ParkingArchive,
+    ParkingFilter, ParkingIngest, ParkingQuery, ParkingStore, RedriveReport, RedriveRun,
+    RedriveSkip, Redriver, RunControl, RunState, SkippedMessage,
 };
 pub use relay::{OutboxRelay, RelayConfig};
 pub use retry::{RetryLadder, RetryPolicy};

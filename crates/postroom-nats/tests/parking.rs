@@ -13,8 +13,8 @@ use common::probe::{Mode, Probe, policy, run};
 use common::{TestNats, eventually, order, stream_messages};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
-    Delivery, ErrorClass, Ordering, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
-    Subscription, Transport,
+    BoxSubscriber, Delivery, Envelope, ErrorClass, Ordering, OutgoingMessage, ParkingFilter,
+    ParkingStore, Subscriber, Subscription, Transport,
 };
 use postroom_nats::naming;
 use postroom_testkit::StoreFixture;
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 /// Take `n` deliveries of the consumer's next copy and drop each unsettled, as a consumer
 /// that dies while handling it would.
-async fn crash_on(sub: &mut postroom_core::BoxSubscriber, n: u32) {
+async fn crash_on(sub: &mut BoxSubscriber, n: u32) {
     for k in 1..=n {
         let d = loop {
             if let Some(d) = sub.next(Duration::from_secs(1)).await.unwrap() {
@@ -34,6 +34,31 @@ async fn crash_on(sub: &mut postroom_core::BoxSubscriber, n: u32) {
         assert_eq!(d.message().deliveries, Some(k));
         drop(d);
     }
+}
+
+/// A transport that delivers a copy at most `max_deliver` times (each with a 1 s ack wait),
+/// a subscriber of `consumer` taking one copy at a time, and `order(id, 1)` published.
+async fn one_order(
+    nats: &TestNats,
+    max_deliver: u32,
+    consumer: &str,
+    id: &str,
+) -> (Arc<postroom_nats::NatsTransport>, BoxSubscriber, Envelope) {
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    cfg.max_deliver = max_deliver;
+    let transport = nats.transport(cfg);
+    let sub = transport
+        .subscribe(&Subscription::new(consumer, &["order.created"]).prefetch(1))
+        .await
+        .unwrap();
+    let env = order(id, 1);
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
+        .await
+        .unwrap();
+    (transport, sub, env)
 }
 
 async fn parked(transport: &dyn Transport, consumer: &str, store: &Arc<dyn ParkingStore>) -> u64 {
@@ -51,20 +76,7 @@ async fn parked(transport: &dyn Transport, consumer: &str, store: &Arc<dyn Parki
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consumer_parks_a_crash_loop_on_the_last_delivery_the_server_makes() {
     let nats = TestNats::new().await;
-    let mut cfg = nats.config();
-    cfg.ack_wait = Duration::from_secs(1);
-    cfg.max_deliver = 3;
-    let transport = nats.transport(cfg);
-    let mut sub = transport
-        .subscribe(&Subscription::new("loop", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
-    let env = order("crashy", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let (transport, mut sub, env) = one_order(&nats, 3, "loop", "crashy").await;
     crash_on(&mut sub, 2).await;
     drop(sub);
     let probe = Probe::new(Mode::Ok);
@@ -106,20 +118,7 @@ async fn the_consumer_parks_a_crash_loop_on_the_last_delivery_the_server_makes()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_max_deliveries_advisory_becomes_a_parked_copy_and_the_message_leaves_the_work_stream() {
     let nats = TestNats::new().await;
-    let mut cfg = nats.config();
-    cfg.ack_wait = Duration::from_secs(1);
-    cfg.max_deliver = 2;
-    let transport = nats.transport(cfg);
-    let mut sub = transport
-        .subscribe(&Subscription::new("adv", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
-    let env = order("limit", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let (transport, mut sub, env) = one_order(&nats, 2, "adv", "limit").await;
     // Both deliveries die unsettled, and nothing parks the copy.
     crash_on(&mut sub, 2).await;
     let parking_stream = naming::parking_stream(&nats.prefix, "adv");
@@ -170,20 +169,7 @@ async fn a_max_deliveries_advisory_becomes_a_parked_copy_and_the_message_leaves_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_advisory_waits_for_a_pull_request_and_then_parks() {
     let nats = TestNats::new().await;
-    let mut cfg = nats.config();
-    cfg.ack_wait = Duration::from_secs(1);
-    cfg.max_deliver = 2;
-    let transport = nats.transport(cfg);
-    let mut sub = transport
-        .subscribe(&Subscription::new("quiet", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
-    let env = order("quiet", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let (transport, mut sub, env) = one_order(&nats, 2, "quiet", "quiet").await;
     crash_on(&mut sub, 2).await;
     sub.close().await;
     drop(sub);

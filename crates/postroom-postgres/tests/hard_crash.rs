@@ -54,18 +54,6 @@ async fn wait_for(what: &str, timeout: Duration, mut cond: impl AsyncFnMut() -> 
     }
 }
 
-/// How many times the cluster is killed and started again: `POSTROOM_HARD_CRASH_CYCLES`, 1
-/// in the suite (a longer run is reported in the README).
-fn crash_cycles() -> u32 {
-    std::env::var("POSTROOM_HARD_CRASH_CYCLES")
-        .ok()
-        .map(|v| {
-            v.parse()
-                .expect("POSTROOM_HARD_CRASH_CYCLES is a whole number")
-        })
-        .unwrap_or(1)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers() {
     let db = Arc::new(PgCluster::start());
@@ -164,7 +152,7 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
     .await;
     // Every row marked published before a crash must be applied.
     let mut before = std::collections::BTreeSet::new();
-    for cycle in 1..=crash_cycles() {
+    for cycle in 1..=postroom_testkit::servers::hard_crash_cycles() {
         let published_now = ids(&store, published).await.unwrap();
         tokio::task::spawn_blocking({
             let db = db.clone();

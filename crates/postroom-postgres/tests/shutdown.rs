@@ -5,53 +5,14 @@
 mod common;
 
 use common::{Always, fresh_store};
+use postroom_core::EnvelopeDecoder;
 use postroom_core::consumer::ConsumerConfig;
-use postroom_core::{EnvelopeDecoder, Result, Subscriber, async_trait};
 use postroom_postgres::{InboxQueue, InboxQueueConfig, QueueConfig};
+use postroom_testkit::watched::{Receives, Watched};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// Counts receives started, finished, and dropped before they finished.
-#[derive(Default)]
-struct Receives {
-    started: AtomicUsize,
-    cancelled: AtomicUsize,
-}
-
-/// A real subscriber, watched: a receive future dropped before it returned is counted.
-struct Watched<S> {
-    inner: S,
-    receives: Arc<Receives>,
-}
-
-struct Unfinished(Option<Arc<Receives>>);
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        if let Some(r) = self.0.take() {
-            r.cancelled.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-#[async_trait]
-impl<S: Subscriber> Subscriber for Watched<S> {
-    type Delivery = S::Delivery;
-
-    async fn next(&mut self, max_wait: Duration) -> Result<Option<S::Delivery>> {
-        self.receives.started.fetch_add(1, Ordering::SeqCst);
-        let mut guard = Unfinished(Some(self.receives.clone()));
-        let r = self.inner.next(max_wait).await;
-        guard.0 = None;
-        r
-    }
-
-    async fn close(&mut self) {
-        self.inner.close().await;
-    }
-}
 
 async fn inbox_queue(store: &postroom_postgres::PgStore) -> InboxQueue {
     let mut consumer =

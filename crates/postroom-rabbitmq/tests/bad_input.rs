@@ -6,16 +6,16 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestRabbit, order, sqlite};
+use common::probe::{Mode, Probe, policy, run_probe};
+use common::{TestRabbit, order, publish_order, sqlite};
 use lapin::BasicProperties;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use postroom_core::outcome::codes;
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, ErrorClass, ErrorKind, Handled, Handler,
-    HandlerError, Incoming, MessageId, OutgoingMessage, ParkedMessage, ParkingFilter, ParkingStore,
-    Publisher, Route, async_trait,
+    HandlerError, Incoming, MessageId, OutgoingMessage, ParkedMessage, ParkingStore, Publisher,
+    Route, async_trait,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,21 +26,9 @@ use tokio::sync::watch;
 async fn parked(
     t: &TestRabbit,
     consumer: &str,
-    store: &Arc<postroom_sqlite::SqliteStore>,
-) -> Vec<ParkedMessage> {
-    t.ingest(consumer, store.clone(), Duration::from_millis(200))
-        .await
-        .expect("ingest");
-    store
-        .search(
-            &ParkingFilter {
-                consumer: Some(consumer.into()),
-                ..ParkingFilter::default()
-            },
-            100,
-        )
-        .await
-        .unwrap()
+    store: &std::sync::Arc<postroom_sqlite::SqliteStore>,
+) -> Vec<postroom_core::ParkedMessage> {
+    t.parked(consumer, store, Duration::from_millis(200)).await
 }
 
 /// Wait (bounded) for exactly one parked message of `consumer`.
@@ -111,11 +99,7 @@ async fn a_panicking_handler_is_retried_within_its_budget_then_parked() {
     let (stop, rx) = watch::channel(false);
     let sub = t.subscriber("hp", 2, publisher.clone());
     let task = tokio::spawn(async move { consumer.run(sub, rx).await });
-    let env = order("hp1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let env = publish_order(publisher.as_ref(), "hp1").await;
 
     let p = parked_one(&t, "hp", &store).await;
     assert_eq!(p.message_id, env.id);
@@ -146,13 +130,7 @@ async fn an_occurred_at_at_the_end_of_time_with_a_max_age_is_parked_not_a_panic(
     let probe = Probe::new(Mode::Transient);
     let mut retry = policy("1s", 1);
     retry.max_age = Some(Duration::from_secs(3600));
-    let running = run(
-        t.subscriber("ot", 2, publisher.clone()),
-        "ot",
-        probe.clone(),
-        retry,
-        1,
-    );
+    let running = run_probe(&t, "ot", 2, &publisher, &probe, retry, 1);
     let mut env = order("ot1", 1);
     env.occurred_at = postroom_core::chrono::DateTime::<postroom_core::chrono::Utc>::MAX_UTC
         - postroom_core::chrono::TimeDelta::seconds(1);
@@ -178,13 +156,7 @@ async fn a_retry_attempt_of_u32_max_is_parked_not_wrapped() {
     let (store, _dir) = sqlite().await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Transient);
-    let running = run(
-        t.subscriber("ra", 2, publisher.clone()),
-        "ra",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
+    let running = run_probe(&t, "ra", 2, &publisher, &probe, policy("1s", 3), 1);
     let env = order("ra1", 1);
     let mut m = OutgoingMessage::from_envelope(&env, "order.created");
     m.headers
@@ -251,13 +223,7 @@ async fn a_message_without_an_id_keeps_one_id_across_retry_and_park() {
     let (store, _dir) = sqlite().await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Transient);
-    let running = run(
-        t.subscriber("ni", 2, publisher.clone()),
-        "ni",
-        probe.clone(),
-        policy("1s", 1),
-        1,
-    );
+    let running = run_probe(&t, "ni", 2, &publisher, &probe, policy("1s", 1), 1);
     let env = order("ni1", 1);
     let mut headers = FieldTable::default();
     headers.insert(

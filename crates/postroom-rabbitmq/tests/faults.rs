@@ -3,33 +3,21 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestRabbit, eventually, order, sqlite};
+use common::probe::{Mode, Probe, policy, run_probe};
+use common::{TestRabbit, eventually, publish_order, sqlite};
 use postroom_core::{
-    BacklogProbe, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore, Publisher,
-    Route, Subscriber,
+    BacklogProbe, ErrorClass, MessageId, OutgoingMessage, Publisher, Route, Subscriber,
 };
 use postroom_rabbitmq::{RabbitBacklog, RetryStyle};
 use std::time::{Duration, Instant};
 
+/// Everything parked for `consumer`, after moving its parking queue into `store`.
 async fn parked(
     t: &TestRabbit,
     consumer: &str,
     store: &std::sync::Arc<postroom_sqlite::SqliteStore>,
 ) -> Vec<postroom_core::ParkedMessage> {
-    t.ingest(consumer, store.clone(), Duration::from_millis(300))
-        .await
-        .expect("ingest");
-    store
-        .search(
-            &ParkingFilter {
-                consumer: Some(consumer.into()),
-                ..ParkingFilter::default()
-            },
-            100,
-        )
-        .await
-        .unwrap()
+    t.parked(consumer, store, Duration::from_millis(300)).await
 }
 
 /// The retry binding is gone: the retry publish comes back (basic.return), the original is
@@ -43,18 +31,8 @@ async fn retry_binding_deleted_keeps_the_original_without_a_reconnect_storm() {
     t.unbind(&n.retry_exchange, "1s").await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::FailBelow(1));
-    let running = run(
-        t.subscriber("rb", 1, publisher.clone()),
-        "rb",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
-    let env = order("rb1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let running = run_probe(&t, "rb", 1, &publisher, &probe, policy("1s", 3), 1);
+    let env = publish_order(publisher.as_ref(), "rb1").await;
 
     // Five deliveries of the original: four rebuild pauses. The subscriber's rebuild backoff
     // starts at 0.5 s and doubles, jittered in [d/2, d]: the k-th pause is at least
@@ -121,13 +99,7 @@ async fn corrupt_json_is_parked_on_first_delivery() {
     let (store, _dir) = sqlite().await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        t.subscriber("cj", 2, publisher.clone()),
-        "cj",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
+    let running = run_probe(&t, "cj", 2, &publisher, &probe, policy("1s", 3), 1);
     let id = MessageId::new();
     let mut headers = postroom_core::Headers::new();
     headers.insert("x-correlation-id".into(), "corr-bad".into());
@@ -170,18 +142,8 @@ async fn parking_unavailable_keeps_the_message_in_the_source() {
     let (store, _dir) = sqlite().await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Permanent);
-    let running = run(
-        t.subscriber("pu", 1, publisher.clone()),
-        "pu",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
-    let env = order("pu1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let running = run_probe(&t, "pu", 1, &publisher, &probe, policy("1s", 3), 1);
+    let env = publish_order(publisher.as_ref(), "pu1").await;
     assert!(
         eventually(Duration::from_secs(15), || async {
             probe.calls_for(env.id).len() >= 2
@@ -204,13 +166,7 @@ async fn parking_unavailable_keeps_the_message_in_the_source() {
     assert!(parked(&t, "pu", &store).await.is_empty());
 
     topo.apply().await.unwrap();
-    let running = run(
-        t.subscriber("pu", 1, publisher.clone()),
-        "pu",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
+    let running = run_probe(&t, "pu", 1, &publisher, &probe, policy("1s", 3), 1);
     assert!(
         eventually(Duration::from_secs(20), || async {
             !parked(&t, "pu", &store).await.is_empty()
@@ -232,18 +188,8 @@ async fn reject_dlx_loops_with_the_broker_delay_and_is_bounded() {
     let (store, _dir) = sqlite().await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Transient);
-    let running = run(
-        t.subscriber("rj", 1, publisher.clone()),
-        "rj",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
-    let env = order("rj1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let running = run_probe(&t, "rj", 1, &publisher, &probe, policy("1s", 3), 1);
+    let env = publish_order(publisher.as_ref(), "rj1").await;
     assert!(
         eventually(Duration::from_secs(30), || async {
             !parked(&t, "rj", &store).await.is_empty()
@@ -285,11 +231,7 @@ async fn poison_message_is_bounded_by_the_delivery_limit() {
     t.add_consumer("dl", &["order.created"]).await;
     let (store, _dir) = sqlite().await;
     let publisher = t.publisher();
-    let env = order("dl1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let env = publish_order(publisher.as_ref(), "dl1").await;
     let started = Instant::now();
     let mut deliveries = 0;
     while started.elapsed() < Duration::from_secs(20) {

@@ -7,50 +7,14 @@
 mod common;
 
 use common::{TestRabbit, eventually, order};
-use postroom_core::consumer::{Consumer, ConsumerConfig};
+use postroom_core::consumer::Consumer;
 use postroom_core::failpoint::{self, Action};
-use postroom_core::stats::ConsumerStats;
-use postroom_core::{
-    EnvelopeDecoder, ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, Publisher,
-    RetryPolicy,
-};
+use postroom_core::{ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, Publisher};
+use postroom_testkit::running::{Running, spawn};
 use postroom_testkit::servers::CuttablePath;
-use postroom_testkit::stores::pg_effects::{PgEffect, PgEffectsDb};
+use postroom_testkit::stores::pg_effects::{PgEffectsDb, inventory_config};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
-
-fn consumer(h: Arc<PgEffect>, ladder: &str) -> Consumer<PgEffect> {
-    let mut cfg = ConsumerConfig::new(
-        "inventory",
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cfg.retry = RetryPolicy {
-        max_age: None,
-        jitter: 0.0,
-        ..RetryPolicy::with_ladder(ladder.parse().unwrap())
-    };
-    cfg.breaker.failure_threshold = 0;
-    cfg.concurrency = 1;
-    Consumer::new(cfg, h)
-}
-
-fn run(
-    c: Consumer<PgEffect>,
-    sub: postroom_rabbitmq::RabbitSubscriber,
-) -> (
-    watch::Sender<bool>,
-    tokio::task::JoinHandle<()>,
-    Arc<ConsumerStats>,
-) {
-    let stats = c.stats();
-    let (stop, rx) = watch::channel(false);
-    (
-        stop,
-        tokio::spawn(async move { c.run(sub, rx).await }),
-        stats,
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks() {
@@ -61,8 +25,8 @@ async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks() {
     path.down();
     let h = db.handler(path.port);
     let publisher = rabbit.publisher();
-    let (stop, task, stats) = run(
-        consumer(h.clone(), "1s,2s"),
+    let Running { stop, task, stats } = spawn(
+        Consumer::new(inventory_config("1s,2s"), h.clone()),
         rabbit.subscriber("inventory", 4, publisher.clone()),
     );
     let env = order("down-1", 1);
@@ -130,8 +94,8 @@ async fn postgres_back_before_the_budget_ends_is_processed_once() {
     path.down();
     let h = db.handler(path.port);
     let publisher = rabbit.publisher();
-    let (stop, task, stats) = run(
-        consumer(h.clone(), "1s,3s"),
+    let Running { stop, task, stats } = spawn(
+        Consumer::new(inventory_config("1s,3s"), h.clone()),
         rabbit.subscriber("inventory", 4, publisher.clone()),
     );
     let env = order("back-1", 1);
@@ -218,8 +182,8 @@ async fn retry_published_but_original_ack_lost_gives_one_effect() {
     );
     let h = db.handler(path.port);
     let publisher = rabbit.publisher();
-    let (stop, task, stats) = run(
-        consumer(h.clone(), "1s"),
+    let Running { stop, task, stats } = spawn(
+        Consumer::new(inventory_config("1s"), h.clone()),
         rabbit.subscriber("inventory", 4, publisher.clone()),
     );
     let env = order("lost-ack-1", 1);

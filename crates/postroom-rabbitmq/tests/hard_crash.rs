@@ -53,18 +53,6 @@ async fn ids(store: &SqliteStore, sql: &str) -> BTreeSet<MessageId> {
         .collect()
 }
 
-/// How many times the node is killed and started again: `POSTROOM_HARD_CRASH_CYCLES`, 1 in
-/// the suite (a longer run is reported in the README).
-fn crash_cycles() -> u32 {
-    std::env::var("POSTROOM_HARD_CRASH_CYCLES")
-        .ok()
-        .map(|v| {
-            v.parse()
-                .expect("POSTROOM_HARD_CRASH_CYCLES is a whole number")
-        })
-        .unwrap_or(1)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers() {
     let node = Arc::new(tokio::task::spawn_blocking(OwnRabbit::start).await.unwrap());
@@ -157,7 +145,7 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
     );
     // Every row marked published before a crash: the broker confirmed it, it must be applied.
     let mut confirmed_before_a_crash = BTreeSet::new();
-    for cycle in 1..=crash_cycles() {
+    for cycle in 1..=postroom_testkit::servers::hard_crash_cycles() {
         tokio::task::spawn_blocking({
             let node = node.clone();
             move || node.kill()

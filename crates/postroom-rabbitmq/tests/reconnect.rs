@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestRabbit, eventually, order};
+use common::probe::{Mode, Probe, policy, run_probe};
+use common::{TestRabbit, eventually, order, publish_order};
 use postroom_core::{OutgoingMessage, Publisher};
 use std::time::Duration;
 
@@ -15,18 +15,8 @@ async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
     let topo = t.add_consumer("rc", &["order.created"]).await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        t.subscriber("rc", 2, publisher.clone()),
-        "rc",
-        probe.clone(),
-        policy("1s", 3),
-        2,
-    );
-    let first = order("rc1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&first, "order.created"))
-        .await
-        .unwrap();
+    let running = run_probe(&t, "rc", 2, &publisher, &probe, policy("1s", 3), 2);
+    let first = publish_order(publisher.as_ref(), "rc1").await;
     assert!(
         eventually(Duration::from_secs(10), || async {
             !probe.calls_for(first.id).is_empty()
@@ -83,13 +73,7 @@ async fn consumer_cancelled_by_the_broker_is_counted_and_resumes() {
     let topo = t.add_consumer("cc", &["order.created"]).await;
     let publisher = t.publisher();
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        t.subscriber("cc", 2, publisher.clone()),
-        "cc",
-        probe.clone(),
-        policy("1s", 3),
-        1,
-    );
+    let running = run_probe(&t, "cc", 2, &publisher, &probe, policy("1s", 3), 1);
     assert!(
         eventually(Duration::from_secs(10), || async {
             t.api
@@ -113,11 +97,7 @@ async fn consumer_cancelled_by_the_broker_is_counted_and_resumes() {
         "cancellation counted"
     );
     topo.apply().await.unwrap();
-    let env = order("cc1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    let env = publish_order(publisher.as_ref(), "cc1").await;
     assert!(
         eventually(Duration::from_secs(30), || async {
             !probe.calls_for(env.id).is_empty()

@@ -5,52 +5,13 @@
 mod common;
 
 use common::{TestRabbit, eventually, sqlite};
+use postroom_core::Transport;
 use postroom_core::parking::ParkingIngest;
-use postroom_core::{Result, Subscriber, Transport, async_trait};
+use postroom_testkit::watched::{Receives, Watched};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// Counts receives started, finished, and dropped before they finished.
-#[derive(Default)]
-struct Receives {
-    started: AtomicUsize,
-    cancelled: AtomicUsize,
-}
-
-/// A real subscriber, watched: a receive future dropped before it returned is counted.
-struct Watched<S> {
-    inner: S,
-    receives: Arc<Receives>,
-}
-
-struct Unfinished(Option<Arc<Receives>>);
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        if let Some(r) = self.0.take() {
-            r.cancelled.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-#[async_trait]
-impl<S: Subscriber> Subscriber for Watched<S> {
-    type Delivery = S::Delivery;
-
-    async fn next(&mut self, max_wait: Duration) -> Result<Option<S::Delivery>> {
-        self.receives.started.fetch_add(1, Ordering::SeqCst);
-        let mut guard = Unfinished(Some(self.receives.clone()));
-        let r = self.inner.next(max_wait).await;
-        guard.0 = None;
-        r
-    }
-
-    async fn close(&mut self) {
-        self.inner.close().await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parking_ingest_stops_on_shutdown_without_cancelling_a_receive() {

@@ -4,7 +4,7 @@
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::from_ms;
-use postroom_core::{AuditEntry, Error, ErrorKind, Result, RunControl};
+use postroom_core::{AuditEntry, AuditLog, Error, ErrorKind, Result, RunControl, async_trait};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
@@ -37,9 +37,10 @@ fn control(r: &SqliteRow) -> Result<RunControl> {
     })
 }
 
-impl SqliteStore {
+#[async_trait]
+impl AuditLog for SqliteStore {
     /// Append `e` to the audit (its `id` is ignored). Returns the stored id.
-    pub async fn append_audit(&self, e: &AuditEntry) -> Result<i64> {
+    async fn append_audit(&self, e: &AuditEntry) -> Result<i64> {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO postroom_audit (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?) RETURNING id",
         )
@@ -55,11 +56,7 @@ impl SqliteStore {
     }
 
     /// Audit entries, newest first, at most `limit`; only those about `target` when given.
-    pub async fn audit_entries(
-        &self,
-        target: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>> {
+    async fn audit_entries(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(
             "SELECT * FROM postroom_audit WHERE (?1 IS NULL OR target = ?1) ORDER BY id DESC LIMIT ?2",
         )
@@ -72,7 +69,7 @@ impl SqliteStore {
     }
 
     /// Store `c` (insert or replace by run id).
-    pub async fn save_run_control(&self, c: &RunControl) -> Result<()> {
+    async fn save_run_control(&self, c: &RunControl) -> Result<()> {
         sqlx::query(
             "INSERT INTO postroom_redrive_control (run_id, state, rate, group_key, started_by, started_at, updated_at, joined, error)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -95,7 +92,7 @@ impl SqliteStore {
     }
 
     /// The control of run `run_id`, if a console drove it.
-    pub async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>> {
+    async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>> {
         let row = sqlx::query("SELECT * FROM postroom_redrive_control WHERE run_id = ?")
             .bind(run_id)
             .fetch_optional(self.pool())

@@ -11,7 +11,8 @@ use crate::parking::{parked, push_filter};
 use crate::time::{from_ms, now_ms};
 use chrono::{DateTime, Utc};
 use postroom_core::{
-    Error, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkedSummary, ParkingQuery, Result,
+    Error, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkedSummary, ParkingArchive,
+    ParkingQuery, Result, async_trait,
 };
 use sqlx::{QueryBuilder, Row, Sqlite};
 
@@ -46,9 +47,10 @@ fn push_query(b: &mut QueryBuilder<'_, Sqlite>, q: &ParkingQuery) {
     }
 }
 
-impl SqliteStore {
+#[async_trait]
+impl ParkingArchive for SqliteStore {
     /// Parked copies matching `q`, newest first, skipping `offset`, at most `limit`.
-    pub async fn query_parked(
+    async fn query_parked(
         &self,
         q: &ParkingQuery,
         offset: usize,
@@ -65,7 +67,7 @@ impl SqliteStore {
     }
 
     /// How many copies match `q`.
-    pub async fn count_parked(&self, q: &ParkingQuery) -> Result<u64> {
+    async fn count_parked(&self, q: &ParkingQuery) -> Result<u64> {
         let mut b = QueryBuilder::<Sqlite>::new(format!("SELECT COUNT(*) FROM {WITH_ARCHIVE}"));
         push_query(&mut b, q);
         let n: i64 = b.build_query_scalar().fetch_one(self.pool()).await.db()?;
@@ -74,11 +76,7 @@ impl SqliteStore {
 
     /// Summaries (no headers, no body) of the copies matching `q`, newest first, at most
     /// `limit`.
-    pub async fn parked_summaries(
-        &self,
-        q: &ParkingQuery,
-        limit: usize,
-    ) -> Result<Vec<ParkedSummary>> {
+    async fn parked_summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>> {
         let mut b = QueryBuilder::<Sqlite>::new(format!(
             "SELECT consumer, message_id, message_type, error_class, error_code, error_message, parked_at, status
              FROM {WITH_ARCHIVE}"
@@ -118,7 +116,7 @@ impl SqliteStore {
     /// Archive the current copies of `(consumer, id)` pairs for `operator`, to be purged
     /// after `purge_after`. Returns how many copies were archived (pairs with no parked copy
     /// are skipped).
-    pub async fn archive_parked(
+    async fn archive_parked(
         &self,
         items: &[(String, MessageId)],
         operator: &str,
@@ -154,7 +152,7 @@ impl SqliteStore {
     /// would delete.
     ///
     /// [`purge_archived`]: SqliteStore::purge_archived
-    pub async fn purgeable(&self, now: DateTime<Utc>) -> Result<u64> {
+    async fn purgeable(&self, now: DateTime<Utc>) -> Result<u64> {
         let n: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM postroom_parking_archive a JOIN postroom_parking p
                ON a.consumer = p.consumer AND a.message_id = p.message_id AND a.parked_at = p.parked_at
@@ -170,7 +168,7 @@ impl SqliteStore {
     /// Delete archived copies whose retention ended before `now` (their archive entries
     /// too). Copies parked again since they were archived are kept. Returns how many copies
     /// were deleted.
-    pub async fn purge_archived(&self, now: DateTime<Utc>) -> Result<u64> {
+    async fn purge_archived(&self, now: DateTime<Utc>) -> Result<u64> {
         let t = now.timestamp_millis();
         let mut tx = self.begin().await?;
         let done = sqlx::query(

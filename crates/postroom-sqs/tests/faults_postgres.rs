@@ -6,51 +6,26 @@
 mod common;
 
 use common::{TestSqs, eventually, order};
-use postroom_core::consumer::{Consumer, ConsumerConfig};
+use postroom_core::consumer::Consumer;
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
-    EnvelopeDecoder, ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, RetryPolicy,
-    Subscription, Transport,
+    ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, Subscription, Transport,
 };
+use postroom_testkit::running::{Running, spawn};
 use postroom_testkit::servers::CuttablePath;
-use postroom_testkit::stores::pg_effects::{PgEffect, PgEffectsDb};
+use postroom_testkit::stores::pg_effects::{PgEffect, PgEffectsDb, inventory_config};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Subscribe `inventory` and run a consumer with `ladder` (as many retries as stages).
-async fn run(
-    transport: &postroom_sqs::SqsTransport,
-    h: Arc<PgEffect>,
-    ladder: &str,
-) -> (
-    watch::Sender<bool>,
-    tokio::task::JoinHandle<()>,
-    Arc<postroom_core::stats::ConsumerStats>,
-) {
-    let mut cfg = ConsumerConfig::new(
-        "inventory",
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cfg.retry = RetryPolicy {
-        max_age: None,
-        jitter: 0.0,
-        ..RetryPolicy::with_ladder(ladder.parse().unwrap())
-    };
-    cfg.breaker.failure_threshold = 0;
-    cfg.concurrency = 1;
-    let consumer = Consumer::for_transport(cfg, h, &transport.capabilities()).unwrap();
+async fn run(transport: &postroom_sqs::SqsTransport, h: Arc<PgEffect>, ladder: &str) -> Running {
+    let consumer =
+        Consumer::for_transport(inventory_config(ladder), h, &transport.capabilities()).unwrap();
     let sub = transport
         .subscriber(&Subscription::new("inventory", &["order.created"]))
         .await
         .unwrap();
-    let stats = consumer.stats();
-    let (stop, rx) = watch::channel(false);
-    (
-        stop,
-        tokio::spawn(async move { consumer.run(sub, rx).await }),
-        stats,
-    )
+    spawn(consumer, sub)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +36,7 @@ async fn postgres_down_longer_than_the_budget_walks_the_visibility_ladder_then_p
     let path = CuttablePath::to_postgres().await;
     path.down();
     let h = db.handler(path.port);
-    let (stop, task, stats) = run(&transport, h.clone(), "1s,2s").await;
+    let Running { stop, task, stats } = run(&transport, h.clone(), "1s,2s").await;
     let env = order("down-1", 1);
     transport
         .publisher()
@@ -128,7 +103,7 @@ async fn postgres_back_before_the_budget_ends_is_processed_once() {
     let path = CuttablePath::to_postgres().await;
     path.down();
     let h = db.handler(path.port);
-    let (stop, task, stats) = run(&transport, h.clone(), "1s,3s").await;
+    let Running { stop, task, stats } = run(&transport, h.clone(), "1s,3s").await;
     let env = order("back-1", 1);
     transport
         .publisher()

@@ -1,16 +1,18 @@
 //! What the console reads and changes, behind two small traits so that any store and
 //! transport can stand behind it: [`ParkingConsole`] (the parking lot, its archive, redrive
 //! runs and the audit) and [`PipelineProbe`] (consumers, backlogs, retry stages, relay lag,
-//! recent activity, readiness). [`SqliteBackend`] and [`PgBackend`] implement both over the
-//! stores directly.
+//! recent activity, readiness). [`StoreBackend`] implements both over a store directly
+//! ([`SqliteBackend`], [`PgBackend`]).
 
 mod open;
 mod postgres;
 mod sqlite;
+mod store;
 
 pub use open::Backends;
 pub use postgres::PgBackend;
 pub use sqlite::SqliteBackend;
+pub use store::{ConsoleStore, StoreBackend};
 
 use chrono::{DateTime, Utc};
 use postroom_core::{

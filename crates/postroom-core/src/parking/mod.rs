@@ -5,10 +5,12 @@
 //! transport's dead-letter place into the store, and redrive.
 
 pub mod codec;
+pub mod console;
 pub mod ingest;
 pub mod records;
 pub mod redrive;
 
+pub use console::{AuditLog, ParkingArchive};
 pub use ingest::ParkingIngest;
 pub use records::{AuditEntry, ParkedSummary, ParkingQuery, RunControl, RunState};
 pub mod last_error;

@@ -140,16 +140,7 @@ struct KafkaTopology(Topology);
 #[async_trait]
 impl TopologyPlan for KafkaTopology {
     async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(self
-            .0
-            .plan()
-            .await?
-            .iter()
-            .map(|c| PlannedChange {
-                text: c.to_string(),
-                conflict: false,
-            })
-            .collect())
+        Ok(PlannedChange::list(&self.0.plan().await?, |_| false))
     }
 
     async fn apply(&self) -> OpsResult<usize> {

@@ -131,6 +131,29 @@ pub struct PlannedChange {
     pub conflict: bool,
 }
 
+impl PlannedChange {
+    /// A broker's planned changes as people read them, `conflict` saying which of them the
+    /// tool refuses to make.
+    #[cfg(any(
+        feature = "kafka",
+        feature = "nats",
+        feature = "rabbitmq",
+        feature = "sqs"
+    ))]
+    pub(crate) fn list<C: std::fmt::Display>(
+        changes: &[C],
+        conflict: impl Fn(&C) -> bool,
+    ) -> Vec<Self> {
+        changes
+            .iter()
+            .map(|c| Self {
+                text: c.to_string(),
+                conflict: conflict(c),
+            })
+            .collect()
+    }
+}
+
 /// A topology to compare with a broker and apply.
 #[async_trait]
 pub trait TopologyPlan: Send + Sync {

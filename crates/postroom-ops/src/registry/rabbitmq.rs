@@ -178,16 +178,9 @@ struct RabbitTopology(Topology);
 #[async_trait]
 impl TopologyPlan for RabbitTopology {
     async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(self
-            .0
-            .plan()
-            .await?
-            .iter()
-            .map(|c| PlannedChange {
-                text: c.to_string(),
-                conflict: c.is_conflict(),
-            })
-            .collect())
+        Ok(PlannedChange::list(&self.0.plan().await?, |c| {
+            c.is_conflict()
+        }))
     }
 
     async fn apply(&self) -> OpsResult<usize> {

@@ -229,16 +229,7 @@ struct SqsTopology(Topology);
 #[async_trait]
 impl TopologyPlan for SqsTopology {
     async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(self
-            .0
-            .plan()
-            .await?
-            .iter()
-            .map(|c| PlannedChange {
-                text: c.to_string(),
-                conflict: false,
-            })
-            .collect())
+        Ok(PlannedChange::list(&self.0.plan().await?, |_| false))
     }
 
     async fn apply(&self) -> OpsResult<usize> {

@@ -9,7 +9,7 @@ use crate::error::{SqlxResultExt, commit};
 use chrono::{DateTime, Utc};
 use postroom_core::{
     Error, ErrorClass, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkedSummary,
-    ParkingQuery, Result,
+    ParkingArchive, ParkingQuery, Result, async_trait,
 };
 use sqlx::Row;
 
@@ -31,9 +31,12 @@ impl PgParking {
             w = filter::WHERE
         )
     }
+}
 
+#[async_trait]
+impl ParkingArchive for PgParking {
     /// Parked copies matching `q`, newest first, skipping `offset`, at most `limit`.
-    pub async fn query_parked(
+    async fn query_parked(
         &self,
         q: &ParkingQuery,
         offset: usize,
@@ -56,7 +59,7 @@ impl PgParking {
     }
 
     /// How many copies match `q`.
-    pub async fn count_parked(&self, q: &ParkingQuery) -> Result<u64> {
+    async fn count_parked(&self, q: &ParkingQuery) -> Result<u64> {
         let sql = format!("SELECT count(*) FROM {}", self.view_and_where());
         let n: i64 = filter::bind(sqlx::query(&sql), &q.filter)
             .bind(q.archived)
@@ -70,11 +73,7 @@ impl PgParking {
     }
 
     /// Summaries (no headers, no body) of the copies matching `q`, newest first.
-    pub async fn parked_summaries(
-        &self,
-        q: &ParkingQuery,
-        limit: usize,
-    ) -> Result<Vec<ParkedSummary>> {
+    async fn parked_summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>> {
         let sql = format!(
             "SELECT consumer, message_id, message_type, error_class, error_code, error_message, parked_at, status
              FROM {v} ORDER BY parked_at DESC, consumer, message_id LIMIT $11",
@@ -114,7 +113,7 @@ impl PgParking {
 
     /// Archive the current copies of `(consumer, id)` pairs for `operator` until
     /// `purge_after`. Returns how many copies were archived.
-    pub async fn archive_parked(
+    async fn archive_parked(
         &self,
         items: &[(String, MessageId)],
         operator: &str,
@@ -143,7 +142,7 @@ impl PgParking {
     }
 
     /// Archived copies whose retention ended before `now`.
-    pub async fn purgeable(&self, now: DateTime<Utc>) -> Result<u64> {
+    async fn purgeable(&self, now: DateTime<Utc>) -> Result<u64> {
         let sql = format!(
             "SELECT count(*) FROM {p}parked_archive a JOIN {p}parked m
                ON a.consumer = m.consumer AND a.message_id = m.message_id AND a.parked_at = m.parked_at
@@ -160,7 +159,7 @@ impl PgParking {
 
     /// Delete archived copies whose retention ended before `now`, and their archive entries.
     /// Copies parked again since they were archived are kept. Returns how many were deleted.
-    pub async fn purge_archived(&self, now: DateTime<Utc>) -> Result<u64> {
+    async fn purge_archived(&self, now: DateTime<Utc>) -> Result<u64> {
         let mut tx = self.pool.begin().await.pg()?;
         let done = sqlx::query(&format!(
             "DELETE FROM {p}parked m USING {p}parked_archive a

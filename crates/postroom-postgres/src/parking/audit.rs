@@ -3,7 +3,7 @@
 
 use super::{PgParking, limit_of};
 use crate::error::SqlxResultExt;
-use postroom_core::{AuditEntry, Error, ErrorKind, Result, RunControl};
+use postroom_core::{AuditEntry, AuditLog, Error, ErrorKind, Result, RunControl, async_trait};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -26,9 +26,10 @@ fn control(r: &PgRow) -> Result<RunControl> {
     })
 }
 
-impl PgParking {
+#[async_trait]
+impl AuditLog for PgParking {
     /// Append `e` to the audit (its `id` is ignored). Returns the stored id.
-    pub async fn append_audit(&self, e: &AuditEntry) -> Result<i64> {
+    async fn append_audit(&self, e: &AuditEntry) -> Result<i64> {
         sqlx::query_scalar(&format!(
             "INSERT INTO {p}audit (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5) RETURNING id",
             p = self.prefix
@@ -44,11 +45,7 @@ impl PgParking {
     }
 
     /// Audit entries, newest first, at most `limit`; only those about `target` when given.
-    pub async fn audit_entries(
-        &self,
-        target: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>> {
+    async fn audit_entries(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(&format!(
             "SELECT id, at, actor, action, target, detail FROM {p}audit
              WHERE ($1::text IS NULL OR target = $1) ORDER BY id DESC LIMIT $2",
@@ -75,7 +72,7 @@ impl PgParking {
     }
 
     /// Store `c` (insert or replace by run id).
-    pub async fn save_run_control(&self, c: &RunControl) -> Result<()> {
+    async fn save_run_control(&self, c: &RunControl) -> Result<()> {
         sqlx::query(&format!(
             "INSERT INTO {p}redrive_control (run_id, state, rate, group_key, started_by, started_at, updated_at, joined, error)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -99,7 +96,7 @@ impl PgParking {
     }
 
     /// The control of run `run_id`, if a console drove it.
-    pub async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>> {
+    async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>> {
         let row = sqlx::query(&format!(
             "SELECT * FROM {p}redrive_control WHERE run_id = $1",
             p = self.prefix

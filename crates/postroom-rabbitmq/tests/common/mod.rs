@@ -170,6 +170,30 @@ impl TestRabbit {
         .await
     }
 
+    /// Everything parked for `consumer`, after moving its parking queue into `store` until it
+    /// stays empty for `idle`.
+    pub async fn parked(
+        &self,
+        consumer: &str,
+        store: &Arc<postroom_sqlite::SqliteStore>,
+        idle: Duration,
+    ) -> Vec<postroom_core::ParkedMessage> {
+        use postroom_core::{ParkingFilter, ParkingStore};
+        self.ingest(consumer, store.clone(), idle)
+            .await
+            .expect("ingest");
+        store
+            .search(
+                &ParkingFilter {
+                    consumer: Some(consumer.into()),
+                    ..ParkingFilter::default()
+                },
+                100,
+            )
+            .await
+            .unwrap()
+    }
+
     /// Messages in a queue per the management API (refreshed every few seconds by the broker).
     pub async fn queue_messages(&self, queue: &str) -> u64 {
         self.api
@@ -217,3 +241,19 @@ pub async fn sqlite() -> (Arc<postroom_sqlite::SqliteStore>, tempfile::TempDir) 
 /// An `order.created` envelope.
 #[allow(unused_imports)]
 pub use postroom_testkit::cases::order;
+
+/// Publish `order(id, 1)` on `order.created` through `publisher` (confirmed) and return it.
+pub async fn publish_order(
+    publisher: &impl postroom_core::Publisher,
+    id: &str,
+) -> postroom_core::Envelope {
+    let env = order(id, 1);
+    publisher
+        .publish(&postroom_core::OutgoingMessage::from_envelope(
+            &env,
+            "order.created",
+        ))
+        .await
+        .unwrap();
+    env
+}

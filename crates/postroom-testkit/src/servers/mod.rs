@@ -33,3 +33,16 @@ pub use test_ca::{ServerCert, TestCa};
 pub fn suffix() -> String {
     uuid::Uuid::now_v7().simple().to_string()[18..].to_string()
 }
+
+/// How many times a hard-crash test kills its server and starts it again:
+/// `POSTROOM_HARD_CRASH_CYCLES`, 1 when unset (a longer run is reported in the README).
+#[must_use]
+pub fn hard_crash_cycles() -> u32 {
+    std::env::var("POSTROOM_HARD_CRASH_CYCLES")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .expect("POSTROOM_HARD_CRASH_CYCLES is a whole number")
+        })
+        .unwrap_or(1)
+}

@@ -9,3 +9,30 @@ pub mod pg_effects;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use postroom_core::{Handled, MessageId};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use std::collections::HashSet;
+
+/// The outcome of each item of a batch whose ids the inbox claimed as `new`: applied for the
+/// first copy of a newly claimed id, a duplicate otherwise; with the effect keys of the
+/// applied items, in order.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+fn batch_outcomes<'a>(
+    items: &'a [(MessageId, String)],
+    new: &HashSet<MessageId>,
+) -> (Vec<Handled>, Vec<&'a str>) {
+    let mut keys = Vec::new();
+    let mut out = Vec::with_capacity(items.len());
+    let mut applied = HashSet::new();
+    for (id, key) in items {
+        if new.contains(id) && applied.insert(*id) {
+            keys.push(key.as_str());
+            out.push(Handled::Applied);
+        } else {
+            out.push(Handled::Duplicate);
+        }
+    }
+    (out, keys)
+}

@@ -3,12 +3,32 @@
 
 use crate::servers::TestDb;
 use async_trait::async_trait;
-use postroom_core::{Handled, Handler, HandlerError, Incoming};
+use postroom_core::consumer::ConsumerConfig;
+use postroom_core::{EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, RetryPolicy};
 use postroom_postgres::{TablePrefix, commit, inbox};
 use sqlx::postgres::PgConnectOptions;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The settings of the `inventory` consumer that fault tests run against this database:
+/// `order.created` version 1, one delivery per stage of `ladder` then the parking lot (no
+/// jitter, no age limit), no circuit breaker, one message at a time.
+#[must_use]
+pub fn inventory_config(ladder: &str) -> ConsumerConfig {
+    let mut cfg = ConsumerConfig::new(
+        "inventory",
+        EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cfg.retry = RetryPolicy {
+        max_age: None,
+        jitter: 0.0,
+        ..RetryPolicy::with_ladder(ladder.parse().expect("a retry ladder"))
+    };
+    cfg.breaker.failure_threshold = 0;
+    cfg.concurrency = 1;
+    cfg
+}
 
 /// A fresh database (dropped on drop) with the inbox under the default table prefix and an
 /// `effects (message_id, key)` table, for a handler that reaches it through a

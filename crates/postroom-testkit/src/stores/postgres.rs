@@ -115,17 +115,7 @@ impl StoreFixture for PgFixture {
                 .await?
                 .into_iter()
                 .collect();
-        let mut keys = Vec::new();
-        let mut out = Vec::with_capacity(items.len());
-        let mut applied = std::collections::HashSet::new();
-        for (id, key) in items {
-            if new.contains(id) && applied.insert(*id) {
-                keys.push(key.clone());
-                out.push(Handled::Applied);
-            } else {
-                out.push(Handled::Duplicate);
-            }
-        }
+        let (out, keys) = super::batch_outcomes(items, &new);
         // One statement for the effects of the whole batch.
         sqlx::query(
             "INSERT INTO effects (consumer, key, n) SELECT $1, k, count(*) FROM unnest($2::text[]) AS k GROUP BY k

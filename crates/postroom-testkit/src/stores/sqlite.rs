@@ -90,20 +90,14 @@ impl StoreFixture for SqliteFixture {
             .await?
             .into_iter()
             .collect();
-        let mut out = Vec::with_capacity(items.len());
-        let mut applied = std::collections::HashSet::new();
-        for (id, key) in items {
-            if new.contains(id) && applied.insert(*id) {
-                sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
-                    .bind(consumer)
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(map_error)?;
-                out.push(Handled::Applied);
-            } else {
-                out.push(Handled::Duplicate);
-            }
+        let (out, keys) = super::batch_outcomes(items, &new);
+        for key in keys {
+            sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
+                .bind(consumer)
+                .bind(key)
+                .execute(&mut *tx)
+                .await
+                .map_err(map_error)?;
         }
         tx.commit().await.map_err(map_error)?;
         Ok(out)
