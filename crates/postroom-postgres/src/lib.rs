@@ -68,6 +68,7 @@ use error::SqlxResultExt;
 use postroom_core::Result;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
+use std::time::Duration;
 
 /// A pool and a table prefix: the handle every part of this crate is built from.
 #[derive(Clone, Debug)]
@@ -163,5 +164,26 @@ impl PgStore {
     /// The queue transport.
     pub fn queue(&self, config: QueueConfig) -> Result<PgQueue> {
         PgQueue::new(self.pool.clone(), self.prefix.clone(), config)
+    }
+}
+
+/// A number of seconds PostgreSQL computed (an age, a wait) as a `Duration`: negative or NaN
+/// is zero, beyond what a `Duration` holds is its maximum. Rows written by other programs may
+/// hold any timestamp, and a conversion must not panic on them.
+pub(crate) fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+#[cfg(test)]
+mod seconds_tests {
+    use super::*;
+
+    #[test]
+    fn any_number_of_seconds_converts_without_a_panic() {
+        assert_eq!(seconds(1.5), Duration::from_millis(1500));
+        assert_eq!(seconds(-3.0), Duration::ZERO);
+        assert_eq!(seconds(f64::NAN), Duration::ZERO);
+        assert_eq!(seconds(f64::INFINITY), Duration::MAX);
+        assert_eq!(seconds(1e300), Duration::MAX);
     }
 }

@@ -50,7 +50,7 @@ impl PgStore {
         .fetch_one(self.pool())
         .await
         .pg()?;
-        Ok(secs.map(|s| Duration::from_secs_f64(s.max(0.0))))
+        Ok(secs.map(crate::seconds))
     }
 
     /// Messages `consumer` handled (inbox rows) and parked since `since`.

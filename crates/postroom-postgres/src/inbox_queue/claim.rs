@@ -70,7 +70,7 @@ impl InboxQueue {
                 attempts,
                 order: key.zip(seq.and_then(|s| u64::try_from(s).ok())),
                 last_seq: last.and_then(|s| u64::try_from(s).ok()),
-                gap_for: gap.map(|s| Duration::from_secs_f64(s.max(0.0))),
+                gap_for: gap.map(crate::seconds),
             });
         }
         out.sort_by_key(|c| c.id);

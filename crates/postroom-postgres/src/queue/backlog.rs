@@ -5,7 +5,6 @@ use crate::error::SqlxResultExt;
 use async_trait::async_trait;
 use postroom_core::{Backlog, BacklogProbe, Result};
 use sqlx::Row;
-use std::time::Duration;
 
 #[async_trait]
 impl BacklogProbe for PgQueue {
@@ -37,7 +36,7 @@ impl BacklogProbe for PgQueue {
             ready: count("ready")?,
             unacked: count("unacked")?,
             delayed: count("delayed")?,
-            oldest_ready_age: oldest.map(|s| Duration::from_secs_f64(s.max(0.0))),
+            oldest_ready_age: oldest.map(crate::seconds),
         })
     }
 }
