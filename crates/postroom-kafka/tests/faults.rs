@@ -25,13 +25,15 @@ fn transport(config: KafkaConfig) -> Arc<dyn Transport> {
 }
 
 /// Applies one effect per message id through the SQLite inbox; optionally "dies" right after
-/// the commit of one message (never returns), and can be slowed down.
+/// the commit of one message (never returns), can be slowed down, and can be held (before
+/// applying anything) once it handled a number of messages, until a gate opens.
 struct InboxHandler {
     store: Arc<SqliteFixture>,
     consumer: String,
     die_after_commit_of: Option<MessageId>,
     died: AtomicBool,
     pause: Duration,
+    hold_after: Option<(usize, tokio::sync::watch::Receiver<bool>)>,
     results: Mutex<Vec<(MessageId, Handled)>>,
 }
 
@@ -43,6 +45,7 @@ impl InboxHandler {
             die_after_commit_of: None,
             died: AtomicBool::new(false),
             pause: Duration::ZERO,
+            hold_after: None,
             results: Mutex::new(Vec::new()),
         }
     }
@@ -66,6 +69,14 @@ impl InboxHandler {
 impl Handler for InboxHandler {
     async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
         tokio::time::sleep(self.pause).await;
+        if let Some((n, gate)) = &self.hold_after
+            && self.handled() >= *n
+        {
+            let mut gate = gate.clone();
+            gate.wait_for(|open| *open)
+                .await
+                .map_err(|e| HandlerError::transient("gate", e.to_string()))?;
+        }
         let id = m.envelope.id;
         let handled = self
             .store
@@ -308,8 +319,13 @@ async fn rebalance_during_processing_loses_nothing_and_absorbs_duplicates() {
     let events: Vec<_> = (0..80)
         .map(|i| event(&format!("key{}", i % 16), 1 + i / 16))
         .collect();
+    // The first member handles 15 records, then its handlers are held mid-delivery until the
+    // second member handled some: the rebalance comes while the first has work in flight (and
+    // records read ahead), however fast it would otherwise finish the topic.
+    let (open_gate, gate) = tokio::sync::watch::channel(false);
     let mut ha = InboxHandler::new(store.clone(), "rebal");
     ha.pause = Duration::from_millis(40);
+    ha.hold_after = Some((15, gate));
     let ha = Arc::new(ha);
     let mut hb = InboxHandler::new(store.clone(), "rebal");
     hb.pause = Duration::from_millis(40);
@@ -338,6 +354,7 @@ async fn rebalance_during_processing_loses_nothing_and_absorbs_duplicates() {
         wait_until(Duration::from_secs(40), || hb.handled() >= 5).await,
         "the second member got partitions"
     );
+    open_gate.send_replace(true);
     a.stop().await;
     let all_done = |ha: &InboxHandler, hb: &InboxHandler| {
         events

@@ -1,11 +1,20 @@
 //! The poll thread of one consumer: the only caller of `poll`, so rebalance callbacks run
 //! here. Each turn it performs the rewinds deliveries asked for, releases held records that are
-//! due (a retry copy is never handed out before its due time), pauses the partitions that hold
-//! records back (and all of them while the prefetch bound is reached) and resumes the others,
-//! polls what is buffered (up to the prefetch bound), writes to the delivery ledger that those
-//! records are handed out, then hands them out; and commits stored offsets every commit
-//! interval. A record the ledger counts as handed out before (a suspect: the consumer died or
-//! lost the partition while it was out) is handed out alone.
+//! due (a retry copy is never handed out before its due time) while fewer than `prefetch` are
+//! out, pauses the partitions whose head record is not due yet (and all of them while the
+//! records read ahead reach their bound) and resumes the others, polls what is buffered,
+//! writes to the delivery ledger that the records released are handed out, then hands them
+//! out; and commits stored offsets every commit interval. A record the ledger counts as handed
+//! out before (a suspect: the consumer died or lost the partition while it was out) is handed
+//! out alone.
+//!
+//! Records polled while `prefetch` records are out are read ahead: held in order behind their
+//! partition's earlier records and released as deliveries settle. The prefetch bound is not
+//! kept by pausing partitions, because librdkafka drops what it fetched for a partition when
+//! it is paused and fetches it again on resume: a consumer that paused at every full window
+//! spent its time refetching. While the window is full the thread waits for it to drain to
+//! half (or a turn to end) and then releases a half-window at once, so the delivery ledger is
+//! written once per half-window rather than once per record.
 
 use super::context::RebalanceContext;
 use super::ledger::Ledger;
@@ -22,6 +31,12 @@ use std::time::{Duration, Instant, SystemTime};
 /// Longest wait of one poll.
 const TURN: Duration = Duration::from_millis(50);
 
+/// Records read ahead (polled, not handed out yet) beyond which every partition is paused,
+/// for a consumer with `prefetch`; reading resumes once they are down to half.
+fn read_ahead(prefetch: usize) -> usize {
+    prefetch.saturating_mul(8).max(256)
+}
+
 /// How long a partition waits before it is read again when the ledger could not be read or
 /// written.
 const LEDGER_PAUSE: Duration = Duration::from_secs(1);
@@ -35,16 +50,25 @@ pub(crate) fn run(
     mut ledger: Option<Ledger>,
 ) {
     let mut last_commit = Instant::now();
+    let prefetch = shared.limits.prefetch;
+    let ahead = read_ahead(prefetch);
     while !shared.stopping() {
+        wait_for_room(&shared, prefetch);
         rewind(&consumer, &shared);
-        let wait = release_and_pause(&consumer, &shared);
-        let budget = shared
-            .limits
-            .prefetch
-            .saturating_sub(shared.lock().out)
-            .max(1);
+        let wait = release_and_pause(&consumer, &shared, ahead);
+        let (budget, first_wait) = {
+            let st = shared.lock();
+            let held: usize = st.parts.values().map(|p| p.held.len()).sum();
+            // Records released this turn go out before the thread waits for more.
+            let first_wait = if st.pending.is_empty() {
+                wait
+            } else {
+                Duration::ZERO
+            };
+            (ahead.saturating_sub(held).max(1), first_wait)
+        };
         for i in 0..budget {
-            match consumer.poll(if i == 0 { wait } else { Duration::ZERO }) {
+            match consumer.poll(if i == 0 { first_wait } else { Duration::ZERO }) {
                 Some(Ok(m)) => {
                     let record = Record::from_message(&m);
                     drop(m);
@@ -78,6 +102,21 @@ pub(crate) fn run(
     // here, without waiting).
     drop(consumer);
     tracing::debug!(consumer = %shared.label, "consumer closed");
+}
+
+/// While the prefetch window is full and records wait to be handed out, wait (at most a
+/// turn) until it drained to half: the next turn then releases a half-window at once.
+fn wait_for_room(shared: &Shared, prefetch: usize) {
+    let low = prefetch / 2;
+    let st = shared.lock();
+    let waiting = st.out >= prefetch && st.parts.values().any(|p| !p.held.is_empty());
+    if !waiting {
+        return;
+    }
+    let _unused = shared
+        .settled
+        .wait_timeout_while(st, TURN, |st| st.out > low && !shared.stopping())
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
 }
 
 /// The record with its delivery number, from the ledger (read for its partition first when
@@ -230,7 +269,8 @@ fn on_record(shared: &Shared, record: Record) {
         || not_before.is_some_and(|d| d > SystemTime::now())
         || record.suspect()
         || st.suspect_out.is_some()
-        || st.suspect_waiting;
+        || st.suspect_waiting
+        || st.out >= shared.limits.prefetch;
     if hold {
         part.held.push_back(Held { record, not_before });
     } else {
@@ -238,10 +278,17 @@ fn on_record(shared: &Shared, record: Record) {
     }
 }
 
-/// Forward what is due; pause and resume partitions as needed. Returns how long the next poll
-/// may wait.
-fn release_and_pause(consumer: &BaseConsumer<RebalanceContext>, shared: &Shared) -> Duration {
+/// Forward what is due while fewer than `prefetch` records are out, a partition at a time in
+/// turn; pause and resume partitions as needed (`ahead`: the read-ahead bound). Returns how
+/// long the next poll may wait.
+fn release_and_pause(
+    consumer: &BaseConsumer<RebalanceContext>,
+    shared: &Shared,
+    ahead: usize,
+) -> Duration {
     let now = SystemTime::now();
+    let prefetch = shared.limits.prefetch;
+    let blocking = shared.limits.blocking;
     let mut wait = TURN;
     let mut pause = TopicPartitionList::new();
     let mut resume = TopicPartitionList::new();
@@ -251,7 +298,7 @@ fn release_and_pause(consumer: &BaseConsumer<RebalanceContext>, shared: &Shared)
         let due_suspect = |part: &super::state::PartitionState| {
             part.held.front().is_some_and(|head| {
                 head.record.suspect()
-                    && !(shared.limits.blocking && part.busy)
+                    && !(blocking && part.busy)
                     && head.not_before.is_none_or(|nb| nb <= now)
             })
         };
@@ -272,35 +319,52 @@ fn release_and_pause(consumer: &BaseConsumer<RebalanceContext>, shared: &Shared)
                     shared.forward(part, &mut st.out, &mut st.pending, held.record);
                 }
                 Some(_) => {}
-                None => {
+                None => loop {
+                    let mut moved = false;
                     for part in st.parts.values_mut() {
-                        while let Some(head) = part.held.front() {
-                            if (shared.limits.blocking && part.busy) || head.record.suspect() {
-                                break;
-                            }
-                            if let Some(nb) = head.not_before
-                                && nb > now
-                            {
-                                wait = wait.min(nb.duration_since(now).unwrap_or_default());
-                                break;
-                            }
-                            let held = part.held.pop_front().expect("front exists");
-                            shared.forward(part, &mut st.out, &mut st.pending, held.record);
+                        if st.out >= prefetch {
+                            break;
                         }
+                        let Some(head) = part.held.front() else {
+                            continue;
+                        };
+                        if (blocking && part.busy)
+                            || head.record.suspect()
+                            || head.not_before.is_some_and(|nb| nb > now)
+                        {
+                            continue;
+                        }
+                        let held = part.held.pop_front().expect("front exists");
+                        shared.forward(part, &mut st.out, &mut st.pending, held.record);
+                        moved = true;
                     }
-                }
+                    if !moved || st.out >= prefetch {
+                        break;
+                    }
+                },
             }
         }
+        let mut held = 0;
         for part in st.parts.values() {
+            held += part.held.len();
             if let Some(nb) = part.held.front().and_then(|h| h.not_before)
                 && nb > now
             {
                 wait = wait.min(nb.duration_since(now).unwrap_or_default());
             }
         }
-        let throttled = st.out >= shared.limits.prefetch;
+        if held >= ahead {
+            st.read_ahead_full = true;
+        } else if held <= ahead / 2 {
+            st.read_ahead_full = false;
+        }
+        let full = st.read_ahead_full;
         for (tp, part) in &mut st.parts {
-            let want = throttled || !part.held.is_empty();
+            let not_due = part
+                .held
+                .front()
+                .is_some_and(|h| h.not_before.is_some_and(|nb| nb > now));
+            let want = full || not_due;
             if want != part.paused {
                 part.paused = want;
                 let list = if want { &mut pause } else { &mut resume };

@@ -75,6 +75,9 @@ pub(crate) struct State {
     /// A suspect record is due at the head of a partition (nothing else is handed out until
     /// it went out alone).
     pub(crate) suspect_waiting: bool,
+    /// The records read ahead reached their bound: every partition is paused until they are
+    /// down to half.
+    pub(crate) read_ahead_full: bool,
 }
 
 impl State {
