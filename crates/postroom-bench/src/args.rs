@@ -124,6 +124,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub relays: u16,
 
+    /// Claim/publish/mark pipelines of each relay in the relay scenarios (postroom's relay
+    /// option `lanes`, each on its own database connection); the raw loop has no database.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub relay_lanes: u16,
+
     /// Runs of each throughput pair, alternating postroom and raw; the median of each counts.
     /// Default 3 (`pg-relay`: 5, after an uncounted warm-up pair), quick 1.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=50))]

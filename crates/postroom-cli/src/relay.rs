@@ -34,6 +34,11 @@ pub struct RelayArgs {
     /// Rows claimed per batch.
     #[arg(long, default_value_t = 100, value_parser = parse_limit)]
     pub batch_size: usize,
+    /// Claim/publish/mark pipelines run at once, each on its own database connection (1 to
+    /// 64). One pipeline is bounded by the database round trips of each batch; a broker that
+    /// confirms faster than that needs more. Aggregate order holds across lanes.
+    #[arg(long, env = "POSTROOM_RELAY_LANES", default_value_t = 1, value_parser = parse_lanes)]
+    pub lanes: usize,
     /// Lease on claimed rows: when a relay dies, another publishes its rows after this (e.g.
     /// 30s). Longer than a batch can take to be confirmed.
     #[arg(long, default_value = "30s", value_name = "SPAN")]
@@ -69,6 +74,14 @@ pub struct RelayArgs {
     pub brokers_file: Option<PathBuf>,
 }
 
+/// `--lanes`: a whole number from 1 to 64.
+fn parse_lanes(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a number of lanes from 1 to 64")),
+    }
+}
+
 fn default_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -87,6 +100,7 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         batch_size: a.batch_size,
         lease,
         retention: Some(parse_span(&a.retention)?),
+        lanes: a.lanes,
         ..RelayConfig::default()
     };
     let shutdown = daemon::on_signals()?;

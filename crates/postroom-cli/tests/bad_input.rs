@@ -123,6 +123,8 @@ fn absurd_values_are_clear_errors() {
         (vec!["demo", "--ladder", "9000000000000h"], "too large"),
         (vec!["demo", "--ladder", "48h"], "at most 24h"),
         (vec!["demo", "--timeout-secs", "0"], "timeout-secs"),
+        (vec!["relay", "--lanes", "0"], "from 1 to 64"),
+        (vec!["relay", "--lanes", "100000"], "from 1 to 64"),
     ] {
         refused(d, &args, needle);
     }

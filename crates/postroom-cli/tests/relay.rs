@@ -91,7 +91,8 @@ fn check_nothing_lost_or_reordered(
     }
 }
 
-fn relay(dir: &Path, database: &str, id: &str) -> Daemon {
+/// A relay process on `database` named `id`, running `lanes` pipelines.
+fn relay(dir: &Path, database: &str, id: &str, lanes: &str) -> Daemon {
     Daemon::start(
         dir,
         &[
@@ -108,6 +109,8 @@ fn relay(dir: &Path, database: &str, id: &str) -> Daemon {
             "2s",
             "--batch-size",
             "20",
+            "--lanes",
+            lanes,
         ],
         &[],
     )
@@ -124,7 +127,7 @@ async fn rows_a_python_service_inserts_into_a_sqlite_outbox_are_relayed_and_sigt
     )
     .unwrap();
     // The relay creates the tables; the service writes once they exist.
-    let r = relay(d, "app.db", "py-relay");
+    let r = relay(d, "app.db", "py-relay", "1");
     ready(&r).await;
     assert_eq!(get(&format!("{}/healthz", r.base)).await.0, 200);
     let out = Command::new("python3")
@@ -220,8 +223,9 @@ async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
-    let a = relay(d, &db.url, "relay-a");
-    let b = relay(d, &db.url, "relay-b");
+    // Three pipelines each: aggregate order must hold across lanes as across relays.
+    let a = relay(d, &db.url, "relay-a", "3");
+    let b = relay(d, &db.url, "relay-b", "3");
     ready(&a).await;
     ready(&b).await;
     let n = 1500;

@@ -28,6 +28,13 @@ pub struct RelayConfig {
     pub retry_after: Duration,
     /// Published rows older than this are deleted; `None` keeps them.
     pub retention: Option<Duration>,
+    /// Claim/publish/mark pipelines this relay runs at once, each on its own store
+    /// connection (at least 1). One pipeline is bounded by its store round trips: a fast
+    /// broker confirms a batch sooner than the store marks one and claims the next, so a
+    /// relay with one lane stops short of what the broker takes. Lanes claim disjoint rows
+    /// (the lease), and aggregate order holds across them as it does across relays: a row is
+    /// claimable only once every earlier row of its aggregate is published.
+    pub lanes: usize,
 }
 
 impl Default for RelayConfig {
@@ -39,6 +46,7 @@ impl Default for RelayConfig {
             idle_wait: Duration::from_millis(500),
             retry_after: Duration::from_secs(1),
             retention: Some(Duration::from_secs(24 * 3600)),
+            lanes: 1,
         }
     }
 }
@@ -138,9 +146,16 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         Ok(rows)
     }
 
-    /// Run until `shutdown` turns true. Store errors are logged and retried with a bounded,
-    /// jittered backoff; they never end the loop.
-    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+    /// Run until `shutdown` turns true, [`RelayConfig::lanes`] pipelines at once. Store errors
+    /// are logged and retried with a bounded, jittered backoff; they never end the loop.
+    pub async fn run(&self, shutdown: watch::Receiver<bool>) {
+        let lanes =
+            (0..self.config.lanes.max(1)).map(|lane| self.lane(lane == 0, shutdown.clone()));
+        futures::future::join_all(lanes).await;
+    }
+
+    /// One pipeline; `purges` whether this one deletes published rows past the retention.
+    async fn lane(&self, purges: bool, mut shutdown: watch::Receiver<bool>) {
         let cfg = &self.config;
         let mut backoff =
             crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
@@ -220,7 +235,8 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
                 backoff.reset();
                 (batch.is_empty() && to_mark.is_empty()).then_some(cfg.idle_wait)
             };
-            if let Some(ret) = cfg.retention
+            if purges
+                && let Some(ret) = cfg.retention
                 && last_purge.elapsed() > Duration::from_secs(60)
             {
                 last_purge = Instant::now();

@@ -82,6 +82,7 @@ fn relay_worker(url: String, relay_id: String) {
             idle_wait: Duration::from_millis(200),
             retry_after: Duration::from_millis(100),
             retention: None,
+            lanes: 1,
         };
         if relay_id_is_doomed {
             // Mid-batch, held there: the batch is confirmed and logged, its rows not yet

@@ -104,6 +104,7 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
                 idle_wait: Duration::from_millis(50),
                 retry_after: Duration::from_millis(200),
                 retention: None,
+                lanes: 1,
             },
         );
         let rx = rx.clone();

@@ -112,6 +112,7 @@ pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
                     relay_id: id.into(),
                     batch_size: 2,
                     idle_wait: Duration::from_millis(20),
+                    lanes: 2,
                     ..RelayConfig::default()
                 },
             );

@@ -24,6 +24,8 @@ pub struct RelayLoad {
     pub batch: usize,
     /// Relays, and raw senders.
     pub relays: usize,
+    /// Pipelines of each relay.
+    pub lanes: usize,
     /// Body size.
     pub bytes: usize,
 }
@@ -91,9 +93,13 @@ pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, 
         n: a.messages(),
         batch: usize::from(a.batch),
         relays: usize::from(a.relays),
+        lanes: usize::from(a.relay_lanes),
         bytes: a.payload_bytes,
     };
-    let store = ctx.db()?.store(u32::from(a.relays) + 2).await?;
+    let store = ctx
+        .db()?
+        .store(u32::from(a.relays) * u32::from(a.relay_lanes) + 2)
+        .await?;
     let shared = if figure.fresh_per_round {
         None
     } else {
@@ -123,7 +129,7 @@ pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, 
         &ours,
         &raw,
         Target::at_least(0.9),
-        Load::new(load.bytes, load.relays, 0, load.batch, load.n),
+        Load::new(load.bytes, load.relays * load.lanes, 0, load.batch, load.n),
     ))
 }
 
@@ -147,6 +153,7 @@ async fn postroom_round<W: RawRelay>(
             relay_id: format!("bench-{}-{i}", transport.name()),
             batch_size: load.batch,
             retention: None,
+            lanes: load.lanes,
             ..RelayConfig::default()
         };
         let publisher = Arc::new(Counting {
