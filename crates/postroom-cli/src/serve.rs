@@ -64,8 +64,9 @@ fn feeds_to_watch(a: &ServeArgs, config: &ConfigFile) -> OpsResult<Vec<FeedTarge
             .feeds
             .iter()
             .map(|f| {
-                FeedTarget::parse(f)
-                    .map_err(|e| OpsError::usage(format!("config file, [console] feeds: {}", e.message())))
+                FeedTarget::parse(f).map_err(|e| {
+                    OpsError::usage(format!("config file, [console] feeds: {}", e.message()))
+                })
             })
             .collect::<OpsResult<Vec<_>>>()?
     } else {
@@ -108,7 +109,10 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         pipeline.store.location()
     );
     if !watching.is_empty() {
-        eprintln!("postroom serve: watching inbox feeds {}", watching.join(", "));
+        eprintln!(
+            "postroom serve: watching inbox feeds {}",
+            watching.join(", ")
+        );
     }
     let listener = daemon::listen(a.listen, "postroom console").await?;
     let served = console.serve(listener, shutdown).await;

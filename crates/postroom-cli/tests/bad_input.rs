@@ -180,16 +180,33 @@ fn urls_with_passwords_are_never_echoed() {
 fn serve_refuses_bad_feeds() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    refused(d, &["serve", "--feed", "127.0.0.1:9466"], "expected NAME=HOST:PORT");
-    refused(d, &["serve", "--feed", "nats=127.0.0.1"], "the address has no port");
     refused(
         d,
-        &["serve", "--feed", "a=127.0.0.1:9466", "--feed", "a=127.0.0.1:9467"],
+        &["serve", "--feed", "127.0.0.1:9466"],
+        "expected NAME=HOST:PORT",
+    );
+    refused(
+        d,
+        &["serve", "--feed", "nats=127.0.0.1"],
+        "the address has no port",
+    );
+    refused(
+        d,
+        &[
+            "serve",
+            "--feed",
+            "a=127.0.0.1:9466",
+            "--feed",
+            "a=127.0.0.1:9467",
+        ],
         "two feeds are named \"a\"",
     );
     // The environment's comma-separated list, checked the same way.
     let out = common::postroom_cmd(d, &["serve"])
-        .env("POSTROOM_CONSOLE_FEEDS", "a=127.0.0.1:9466,a=127.0.0.1:9467")
+        .env(
+            "POSTROOM_CONSOLE_FEEDS",
+            "a=127.0.0.1:9466,a=127.0.0.1:9467",
+        )
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -208,5 +225,9 @@ fn serve_refuses_bad_feeds() {
         "[console]\nfeeds = [\"nats=127.0.0.1:9466\", \"kafka:9467\"]\n",
     )
     .unwrap();
-    refused(d, &["serve"], "config file, [console] feeds: bad feed \"kafka:9467\"");
+    refused(
+        d,
+        &["serve"],
+        "config file, [console] feeds: bad feed \"kafka:9467\"",
+    );
 }

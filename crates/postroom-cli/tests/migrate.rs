@@ -454,12 +454,17 @@ struct PidFiles(std::path::PathBuf);
 
 impl PidFiles {
     fn pids(&self) -> Vec<String> {
-        ["relay.pid", "nats-feed.pid", "kafka-feed.pid", "console.pid"]
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(self.0.join(f)).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
+        [
+            "relay.pid",
+            "nats-feed.pid",
+            "kafka-feed.pid",
+            "console.pid",
+        ]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(self.0.join(f)).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
     }
 
     fn alive(pid: &str) -> bool {

@@ -21,8 +21,9 @@ const ROUTE: &str = "order.created";
 
 /// The workload's transport, its topology declared from an empty state.
 async fn open(prefix: &str) -> Arc<dyn Transport> {
-    let workload = postroom_ops::Workload::new(prefix, postroom_ops::time::parse_ladder("1s").unwrap())
-        .consumer(CONSUMER, &[ROUTE]);
+    let workload =
+        postroom_ops::Workload::new(prefix, postroom_ops::time::parse_ladder("1s").unwrap())
+            .consumer(CONSUMER, &[ROUTE]);
     let mut spec = TransportSpec::of(workload);
     spec.fresh = true;
     Registry::builtin()
@@ -158,9 +159,21 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     // The feed's own /metrics says the same.
     let (code, own) = get(&format!("{}/metrics", feed.base)).await;
     assert_eq!(code, 200);
-    assert_eq!(metric(&own, "postroom_inbox_feed_stored_total"), Some(3.0), "{own}");
-    assert_eq!(metric(&own, "postroom_inbox_feed_duplicates_total"), Some(1.0), "{own}");
-    assert_eq!(metric(&own, "postroom_inbox_feed_lag_messages"), Some(0.0), "{own}");
+    assert_eq!(
+        metric(&own, "postroom_inbox_feed_stored_total"),
+        Some(3.0),
+        "{own}"
+    );
+    assert_eq!(
+        metric(&own, "postroom_inbox_feed_duplicates_total"),
+        Some(1.0),
+        "{own}"
+    );
+    assert_eq!(
+        metric(&own, "postroom_inbox_feed_lag_messages"),
+        Some(0.0),
+        "{own}"
+    );
 
     // The pipeline page.
     let (code, page) = get(&format!("{}/pipeline", console.base)).await;
@@ -168,7 +181,10 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     let row = format!(r#"data-feed="rabbit" data-consumer="{CONSUMER}" data-up="true""#);
     let at = page.find(&row).unwrap_or_else(|| panic!("{row} in {page}"));
     let tr = &page[at..at + page[at..].find("</tr>").unwrap()];
-    assert!(tr.contains(&format!(r#"<td class="feed-addr">{feed_addr}</td>"#)), "{tr}");
+    assert!(
+        tr.contains(&format!(r#"<td class="feed-addr">{feed_addr}</td>"#)),
+        "{tr}"
+    );
     assert!(tr.contains(r#"<td class="feed-lag">0</td>"#), "{tr}");
     assert!(tr.contains(r#"<td class="feed-stored">3</td>"#), "{tr}");
     assert!(tr.contains(r#"<td class="feed-duplicates">1</td>"#), "{tr}");
@@ -183,9 +199,18 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     for (line, value) in [
         ("postroom_console_feed_up{feed=\"rabbit\"}", 1.0),
         ("postroom_console_feed_up{feed=\"gone\"}", 0.0),
-        ("postroom_console_feed_stored{feed=\"rabbit\",consumer=\"inventory\"}", 3.0),
-        ("postroom_console_feed_duplicates{feed=\"rabbit\",consumer=\"inventory\"}", 1.0),
-        ("postroom_console_feed_lag_messages{feed=\"rabbit\",consumer=\"inventory\"}", 0.0),
+        (
+            "postroom_console_feed_stored{feed=\"rabbit\",consumer=\"inventory\"}",
+            3.0,
+        ),
+        (
+            "postroom_console_feed_duplicates{feed=\"rabbit\",consumer=\"inventory\"}",
+            1.0,
+        ),
+        (
+            "postroom_console_feed_lag_messages{feed=\"rabbit\",consumer=\"inventory\"}",
+            0.0,
+        ),
     ] {
         let read = mine
             .lines()

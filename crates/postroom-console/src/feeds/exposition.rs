@@ -89,7 +89,10 @@ fn sample(line: &str) -> Result<Series, String> {
             .map_err(|_| format!("{name}: {:?} is not a timestamp", cut(ts)))?;
     }
     if let Some(extra) = fields.next() {
-        return Err(format!("{name}: unexpected {:?} after the value", cut(extra)));
+        return Err(format!(
+            "{name}: unexpected {:?} after the value",
+            cut(extra)
+        ));
     }
     Ok(Series {
         name: name.to_string(),
@@ -206,8 +209,8 @@ mod tests {
     #[test]
     fn arbitrary_text_never_panics() {
         const ALPHABET: &[char] = &[
-            'm', '_', '{', '}', '=', '"', ',', '\\', ' ', '\t', '\n', '#', '1', '.', 'e', '+',
-            'I', 'n', 'f', 'a', 'é', '€',
+            'm', '_', '{', '}', '=', '"', ',', '\\', ' ', '\t', '\n', '#', '1', '.', 'e', '+', 'I',
+            'n', 'f', 'a', 'é', '€',
         ];
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         for _ in 0..2000 {

@@ -34,7 +34,9 @@ impl FeedTarget {
         let bad = |why: &str| {
             Error::new(
                 ErrorKind::Config,
-                format!("bad feed {s:?}: {why} (expected NAME=HOST:PORT, e.g. nats=127.0.0.1:9466)"),
+                format!(
+                    "bad feed {s:?}: {why} (expected NAME=HOST:PORT, e.g. nats=127.0.0.1:9466)"
+                ),
             )
         };
         let (name, addr) = s.trim().split_once('=').ok_or_else(|| bad("no '='"))?;
@@ -138,16 +140,16 @@ impl FeedSample {
 
 /// The feed figures of a `/metrics` text, by consumer (summed over the `feed` label).
 pub fn figures(text: &str) -> Result<BTreeMap<String, FeedConsumer>> {
-    let series = exposition::parse(text).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!("not Prometheus text: {e}"),
-        )
-    })?;
+    let series = exposition::parse(text)
+        .map_err(|e| Error::new(ErrorKind::InvalidData, format!("not Prometheus text: {e}")))?;
     let mut out: BTreeMap<String, FeedConsumer> = BTreeMap::new();
     for s in series {
-        if ![m::INBOX_FEED_STORED, m::INBOX_FEED_DUPLICATES, m::INBOX_FEED_LAG]
-            .contains(&s.name.as_str())
+        if ![
+            m::INBOX_FEED_STORED,
+            m::INBOX_FEED_DUPLICATES,
+            m::INBOX_FEED_LAG,
+        ]
+        .contains(&s.name.as_str())
         {
             continue;
         }
@@ -179,6 +181,7 @@ pub fn figures(text: &str) -> Result<BTreeMap<String, FeedConsumer>> {
 pub struct FeedScraper {
     targets: Vec<FeedTarget>,
     client: reqwest::Client,
+    timeout: Duration,
 }
 
 impl FeedScraper {
@@ -191,7 +194,11 @@ impl FeedScraper {
             .no_proxy()
             .build()
             .map_err(|e| Error::new(ErrorKind::Config, format!("feed scraper: {e}")))?;
-        Ok(Self { targets, client })
+        Ok(Self {
+            targets,
+            client,
+            timeout,
+        })
     }
 
     /// The feeds it reads.
@@ -222,25 +229,25 @@ impl FeedScraper {
     }
 
     async fn read(&self, t: &FeedTarget) -> Result<String> {
+        let url = t.metrics_url();
         let unreachable = |e: reqwest::Error| {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                text = format!("{text}: {s}");
-                source = s.source();
-            }
-            Error::new(ErrorKind::Connection, text)
+            let why = if e.is_timeout() {
+                format!("no answer within {:?}", self.timeout)
+            } else {
+                // The innermost cause says it best ("Connection refused (os error 111)").
+                let mut cause: &dyn std::error::Error = &e;
+                while let Some(inner) = cause.source() {
+                    cause = inner;
+                }
+                cause.to_string()
+            };
+            Error::new(ErrorKind::Connection, format!("cannot read {url}: {why}"))
         };
-        let mut resp = self
-            .client
-            .get(t.metrics_url())
-            .send()
-            .await
-            .map_err(unreachable)?;
+        let mut resp = self.client.get(&url).send().await.map_err(unreachable)?;
         if !resp.status().is_success() {
             return Err(Error::new(
                 ErrorKind::Connection,
-                format!("{} answered {}", t.metrics_url(), resp.status()),
+                format!("{url} answered {}", resp.status()),
             ));
         }
         let mut body = Vec::new();
@@ -248,7 +255,7 @@ impl FeedScraper {
             if body.len() + chunk.len() > MAX_BODY {
                 return Err(Error::new(
                     ErrorKind::InvalidData,
-                    format!("{} is larger than {MAX_BODY} bytes", t.metrics_url()),
+                    format!("{url} is larger than {MAX_BODY} bytes"),
                 ));
             }
             body.extend_from_slice(&chunk);
@@ -282,7 +289,10 @@ mod tests {
     #[test]
     fn targets_are_read_strictly() {
         let t = FeedTarget::parse("nats=127.0.0.1:9466").unwrap();
-        assert_eq!((t.name.as_str(), t.addr.as_str()), ("nats", "127.0.0.1:9466"));
+        assert_eq!(
+            (t.name.as_str(), t.addr.as_str()),
+            ("nats", "127.0.0.1:9466")
+        );
         assert_eq!(t.metrics_url(), "http://127.0.0.1:9466/metrics");
         assert_eq!(t.to_string(), "nats=127.0.0.1:9466");
         assert!(FeedTarget::parse(" kafka-2 = feed.internal:80 ").is_ok());
@@ -340,8 +350,14 @@ mod tests {
         );
         assert!(figures("postroom_relay_target 1\n").unwrap().is_empty());
         for (bad, why) in [
-            ("<html><body>502</body></html>", "not Prometheus text: line 1"),
-            ("postroom_inbox_feed_stored_total 4", "without a consumer label"),
+            (
+                "<html><body>502</body></html>",
+                "not Prometheus text: line 1",
+            ),
+            (
+                "postroom_inbox_feed_stored_total 4",
+                "without a consumer label",
+            ),
             (
                 "postroom_inbox_feed_lag_messages{consumer=\"c\"} -1",
                 "is not a count",

@@ -18,7 +18,12 @@ fn readings<'a>(
         .filter_map(move |s| s.feeds.iter().find(|f| f.name == name))
 }
 
-fn rate(samples: &[Sample], feed: &str, consumer: &str, pick: fn(&FeedConsumer) -> u64) -> Option<f64> {
+fn rate(
+    samples: &[Sample],
+    feed: &str,
+    consumer: &str,
+    pick: fn(&FeedConsumer) -> u64,
+) -> Option<f64> {
     per_minute(readings(samples, feed), consumer, pick)
 }
 
@@ -43,7 +48,10 @@ pub(crate) fn section(samples: &[Sample]) -> String {
     for f in feeds {
         let state = match &f.error {
             None => r#"<span class="up">up</span>"#.to_string(),
-            Some(e) => format!(r#"<span class="down">down</span>: <span class="feed-error">{}</span>"#, esc(e)),
+            Some(e) => format!(
+                r#"<span class="down">down</span>: <span class="feed-error">{}</span>"#,
+                esc(e)
+            ),
         };
         let head = |consumer: &str| {
             format!(
@@ -77,7 +85,13 @@ pub(crate) fn section(samples: &[Sample]) -> String {
             let points: Vec<(f64, f64)> = samples
                 .iter()
                 .filter_map(|s| {
-                    let lag = s.feeds.iter().find(|x| x.name == f.name)?.consumers.get(consumer)?.lag?;
+                    let lag = s
+                        .feeds
+                        .iter()
+                        .find(|x| x.name == f.name)?
+                        .consumers
+                        .get(consumer)?
+                        .lag?;
                     Some((s.at.timestamp_millis() as f64 / 1000.0, lag as f64))
                 })
                 .collect();
@@ -88,7 +102,10 @@ pub(crate) fn section(samples: &[Sample]) -> String {
             ));
         }
     }
-    let _ = write!(body, r#"</tbody></table><div class="charts">{charts}</div></section>"#);
+    let _ = write!(
+        body,
+        r#"</tbody></table><div class="charts">{charts}</div></section>"#
+    );
     body
 }
 
