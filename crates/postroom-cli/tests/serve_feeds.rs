@@ -34,7 +34,7 @@ async fn open(prefix: &str) -> Arc<dyn Transport> {
 
 fn order(n: u64) -> OutgoingMessage {
     let e = Envelope::builder("order.created", "orders")
-        .aggregate("order", &format!("o-{n}"), 1)
+        .aggregate("order", format!("o-{n}"), 1)
         .build();
     OutgoingMessage::from_envelope(&e, ROUTE)
 }
