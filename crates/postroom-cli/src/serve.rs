@@ -119,3 +119,43 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     pipeline.transport.close().await;
     served.map_err(OpsError::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn serve_args(argv: &[&str]) -> ServeArgs {
+        let mut all = vec!["postroom", "serve"];
+        all.extend_from_slice(argv);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Serve(a) => a,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn feeds_come_from_the_flags_else_the_config_file() {
+        let config: ConfigFile =
+            toml::from_str("[console]\nfeeds = [\"nats=127.0.0.1:9466\"]\n").unwrap();
+        let from_file = feeds_to_watch(&serve_args(&[]), &config).unwrap();
+        assert_eq!(
+            from_file,
+            vec![FeedTarget::parse("nats=127.0.0.1:9466").unwrap()]
+        );
+        let flags = serve_args(&["--feed", "kafka=127.0.0.1:9467", "--feed", "b=h:1"]);
+        let from_flags = feeds_to_watch(&flags, &config).unwrap();
+        let names: Vec<&str> = from_flags.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["kafka", "b"]);
+        let twice: ConfigFile =
+            toml::from_str("[console]\nfeeds = [\"a=h:1\", \"a=h:2\"]\n").unwrap();
+        let e = feeds_to_watch(&serve_args(&[]), &twice).unwrap_err();
+        assert_eq!(e.kind, postroom_ops::OpsErrorKind::Usage);
+        assert!(
+            e.message.contains("two feeds are named \"a\""),
+            "{}",
+            e.message
+        );
+    }
+}

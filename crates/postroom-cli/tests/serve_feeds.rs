@@ -2,8 +2,9 @@
 //! RabbitMQ (`POSTROOM_TEST_AMQP`) into a PostgreSQL inbox queue (`POSTROOM_TEST_PG`) stores
 //! what is published and absorbs a second copy of one message; the console's pipeline page
 //! and `/pipeline.json` show its stored count, the duplicate absorbed and its lag, as the
-//! feed's own `/metrics` reports them, and a second feed address that nothing listens on
-//! shown down with the reason, without keeping the first from being read.
+//! feed's own `/metrics` reports them; a feed address that nothing listens on, and one
+//! that takes the connection but never answers, are shown down with the reason, without
+//! keeping the first from being read.
 
 mod common;
 
@@ -56,7 +57,7 @@ fn metric(text: &str, name: &str) -> Option<f64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_and_a_silent_feed_as_down()
+async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_and_feeds_that_do_not_answer_as_down()
  {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -92,6 +93,10 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     );
     let feed_addr = feed.base.trim_start_matches("http://").to_string();
     let silent = silent_addr();
+    // A socket that is listened on but never accepted: connections are made, nothing
+    // answers.
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stuck_addr = stuck.local_addr().unwrap().to_string();
 
     // Three orders, the second one published twice: three stored, one copy absorbed.
     let publisher = transport.publisher();
@@ -114,6 +119,8 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
             &format!("rabbit={feed_addr}"),
             "--feed",
             &format!("gone={silent}"),
+            "--feed",
+            &format!("stuck={stuck_addr}"),
         ],
         &[],
     );
@@ -139,7 +146,7 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     let (_, body) = get(&json_url).await;
     let j: Value = serde_json::from_str(&body).unwrap();
     let feeds = j["feeds"].as_array().unwrap();
-    assert_eq!(feeds.len(), 2, "{j}");
+    assert_eq!(feeds.len(), 3, "{j}");
     let (up, down) = (&feeds[0], &feeds[1]);
     assert_eq!(up["name"], "rabbit", "{j}");
     assert_eq!(up["address"], feed_addr.as_str(), "{j}");
@@ -155,6 +162,26 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
         "the reason a feed is down: {j}"
     );
     assert_eq!(down["consumers"], Value::Array(vec![]), "{j}");
+    // The stuck one is given up on after the timeout (the sampling interval, 1 s, here).
+    assert_eq!(feeds[2]["name"], "stuck", "{j}");
+    assert_eq!(feeds[2]["up"], false, "{j}");
+    assert!(
+        feeds[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no answer within 1s")),
+        "{j}"
+    );
+    // The sampler keeps sampling: samples are kept one after another despite the stuck feed.
+    let kept = j["samples_kept"].as_u64().unwrap();
+    wait_for(Duration::from_secs(20), "two more samples", || {
+        let url = json_url.clone();
+        async move {
+            let (_, body) = get(&url).await;
+            serde_json::from_str::<Value>(&body)
+                .is_ok_and(|j| j["samples_kept"].as_u64().is_some_and(|n| n >= kept + 2))
+        }
+    })
+    .await;
 
     // The feed's own /metrics says the same.
     let (code, own) = get(&format!("{}/metrics", feed.base)).await;
@@ -219,6 +246,7 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     }
 
     assert!(console.terminate(Duration::from_secs(30)).success());
+    drop(stuck);
     assert!(feed.terminate(Duration::from_secs(30)).success());
     transport.close().await;
     cleanup(&prefix).await;
