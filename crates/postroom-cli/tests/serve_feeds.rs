@@ -7,6 +7,8 @@
 //! keeping the first from being read.
 
 mod common;
+#[path = "../../postroom-console/tests/common/webdriver.rs"]
+mod webdriver;
 
 use common::daemon::{Daemon, get, wait_for};
 use common::{TestDb, amqp, cleanup, workload};
@@ -16,6 +18,7 @@ use postroom_postgres::{PgStore, TablePrefix};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use webdriver::Browser;
 
 const CONSUMER: &str = "inventory";
 const ROUTE: &str = "order.created";
@@ -220,6 +223,28 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
         .unwrap_or_else(|| panic!("the silent feed's row in {page}"));
     let tr = &page[gone..gone + page[gone..].find("</tr>").unwrap()];
     assert!(tr.contains(r#"<span class="down">down</span>"#), "{tr}");
+
+    // As a browser shows it (headless Chromium); a screenshot in
+    // target/console-screenshots/feeds.png.
+    let b = Browser::start().await;
+    b.goto(&format!("{}/pipeline", console.base)).await;
+    b.wait_text(
+        r#"tr[data-feed="rabbit"] td.feed-duplicates"#,
+        "1",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        b.text(r#"tr[data-feed="rabbit"] td.feed-stored"#).await,
+        "3"
+    );
+    assert_eq!(b.text(r#"tr[data-feed="gone"] .down"#).await, "down");
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("console-screenshots");
+    b.screenshot(&shots.join("feeds.png")).await;
+    b.quit().await;
 
     // The console's /metrics re-exports the figures.
     let (_, mine) = get(&format!("{}/metrics", console.base)).await;
