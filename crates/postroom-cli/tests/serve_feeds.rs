@@ -7,6 +7,8 @@
 //! keeping the first from being read.
 
 mod common;
+// The console's browser driver; this test reads pages and clicks nothing.
+#[allow(dead_code)]
 #[path = "../../postroom-console/tests/common/webdriver.rs"]
 mod webdriver;
 
