@@ -17,6 +17,19 @@ pub struct ConfigFile {
     /// Parking lot settings.
     #[serde(default)]
     pub parking: ParkingSection,
+    /// Console settings.
+    #[serde(default)]
+    pub console: ConsoleSection,
+}
+
+/// `[console]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSection {
+    /// Inbox feeds `postroom serve` watches, each `NAME=HOST:PORT` (used when neither
+    /// `--feed` nor `POSTROOM_CONSOLE_FEEDS` names any).
+    #[serde(default)]
+    pub feeds: Vec<String>,
 }
 
 /// `[parking]`.

@@ -186,7 +186,7 @@ async fn follow_brokers_file(
         relay_config.relay_id.clone(),
         format!("{} {}", pipeline.store.driver(), pipeline.store.location()),
     );
-    let on_targets: Arc<dyn Fn(&[String]) + Send + Sync> = Arc::new(move |names: &[String]| {
+    let on_targets: postroom_ops::relay::OnTargets = Arc::new(move |names: &[String]| {
         eprintln!("postroom relay {id}: {store} -> {}", names.join(" + "));
     });
     let status = tokio::spawn(postroom_console::status::serve(

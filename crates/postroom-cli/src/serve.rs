@@ -4,6 +4,7 @@ use crate::config::ConfigFile;
 use crate::daemon::{self, PipelineArgs};
 use clap::Args;
 use postroom_console::auth::{USERS_ENV, USERS_FILE_ENV};
+use postroom_console::feeds::{self, FeedTarget};
 use postroom_console::{Auth, Backends, Console, ConsoleConfig, Users};
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::time::parse_span;
@@ -35,10 +36,50 @@ pub struct ServeArgs {
     /// How long archived messages are kept before they may be purged (e.g. 30d).
     #[arg(long, default_value = "30d", value_name = "SPAN")]
     pub retention: String,
+    /// An inbox feed to watch, NAME=HOST:PORT: the address a `postroom feed` serves its
+    /// /metrics on (its --listen). Its lag, what it stored and the duplicates it absorbed are
+    /// read at each sample and shown on the pipeline page. Repeat for each feed; the
+    /// environment variable takes a comma-separated list; without either, `feeds` under
+    /// `[console]` in the config file.
+    #[arg(
+        long = "feed",
+        env = "POSTROOM_CONSOLE_FEEDS",
+        value_delimiter = ',',
+        value_name = "NAME=HOST:PORT",
+        value_parser = parse_feed
+    )]
+    pub feeds: Vec<FeedTarget>,
+}
+
+fn parse_feed(s: &str) -> Result<FeedTarget, String> {
+    FeedTarget::parse(s).map_err(|e| e.message().to_string())
+}
+
+/// The feeds to watch: from the command line or environment, else from the config file;
+/// each name once.
+fn feeds_to_watch(a: &ServeArgs, config: &ConfigFile) -> OpsResult<Vec<FeedTarget>> {
+    let feeds = if a.feeds.is_empty() {
+        config
+            .console
+            .feeds
+            .iter()
+            .map(|f| {
+                FeedTarget::parse(f).map_err(|e| {
+                    OpsError::usage(format!("config file, [console] feeds: {}", e.message()))
+                })
+            })
+            .collect::<OpsResult<Vec<_>>>()?
+    } else {
+        a.feeds.clone()
+    };
+    feeds::check_unique(&feeds).map_err(|e| OpsError::usage(e.message()))?;
+    Ok(feeds)
 }
 
 /// Run the console until SIGTERM or SIGINT.
 pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
+    let feeds = feeds_to_watch(&a, config)?;
+    let watching: Vec<String> = feeds.iter().map(ToString::to_string).collect();
     let auth = match Users::from_env()? {
         Some(users) if users.is_empty() => {
             return Err(OpsError::usage(format!(
@@ -50,7 +91,8 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     };
     let mut console_config = ConsoleConfig::new(a.listen)
         .auth(auth)
-        .sample_every(parse_span(&a.sample_every)?);
+        .sample_every(parse_span(&a.sample_every)?)
+        .feeds(feeds);
     console_config.secure_cookies = a.secure_cookies;
     console_config.retention = parse_span(&a.retention)?;
     // Refuse auth off beyond loopback before anything is opened.
@@ -66,8 +108,54 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         pipeline.store.driver(),
         pipeline.store.location()
     );
+    if !watching.is_empty() {
+        eprintln!(
+            "postroom serve: watching inbox feeds {}",
+            watching.join(", ")
+        );
+    }
     let listener = daemon::listen(a.listen, "postroom console").await?;
     let served = console.serve(listener, shutdown).await;
     pipeline.transport.close().await;
     served.map_err(OpsError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn serve_args(argv: &[&str]) -> ServeArgs {
+        let mut all = vec!["postroom", "serve"];
+        all.extend_from_slice(argv);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Serve(a) => a,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn feeds_come_from_the_flags_else_the_config_file() {
+        let config: ConfigFile =
+            toml::from_str("[console]\nfeeds = [\"nats=127.0.0.1:9466\"]\n").unwrap();
+        let from_file = feeds_to_watch(&serve_args(&[]), &config).unwrap();
+        assert_eq!(
+            from_file,
+            vec![FeedTarget::parse("nats=127.0.0.1:9466").unwrap()]
+        );
+        let flags = serve_args(&["--feed", "kafka=127.0.0.1:9467", "--feed", "b=h:1"]);
+        let from_flags = feeds_to_watch(&flags, &config).unwrap();
+        let names: Vec<&str> = from_flags.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["kafka", "b"]);
+        let twice: ConfigFile =
+            toml::from_str("[console]\nfeeds = [\"a=h:1\", \"a=h:2\"]\n").unwrap();
+        let e = feeds_to_watch(&serve_args(&[]), &twice).unwrap_err();
+        assert_eq!(e.kind, postroom_ops::OpsErrorKind::Usage);
+        assert!(
+            e.message.contains("two feeds are named \"a\""),
+            "{}",
+            e.message
+        );
+    }
 }

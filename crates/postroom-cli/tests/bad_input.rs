@@ -177,3 +177,59 @@ fn urls_with_passwords_are_never_echoed() {
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2secret"));
 }
+
+#[test]
+fn serve_refuses_bad_feeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    refused(
+        d,
+        &["serve", "--feed", "127.0.0.1:9466"],
+        "expected NAME=HOST:PORT",
+    );
+    refused(
+        d,
+        &["serve", "--feed", "nats=127.0.0.1"],
+        "the address has no port",
+    );
+    refused(
+        d,
+        &[
+            "serve",
+            "--feed",
+            "a=127.0.0.1:9466",
+            "--feed",
+            "a=127.0.0.1:9467",
+        ],
+        "two feeds are named \"a\"",
+    );
+    // The environment's comma-separated list, checked the same way.
+    let out = common::postroom_cmd(d, &["serve"])
+        .env(
+            "POSTROOM_CONSOLE_FEEDS",
+            "a=127.0.0.1:9466,a=127.0.0.1:9467",
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("two feeds are named \"a\""), "{err}");
+    let out = common::postroom_cmd(d, &["serve"])
+        .env("POSTROOM_CONSOLE_FEEDS", "a=127.0.0.1:9466,b=nowhere")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad feed \"b=nowhere\""), "{err}");
+    // And the config file's.
+    std::fs::write(
+        d.join("postroom.toml"),
+        "[console]\nfeeds = [\"nats=127.0.0.1:9466\", \"kafka:9467\"]\n",
+    )
+    .unwrap();
+    refused(
+        d,
+        &["serve"],
+        "config file, [console] feeds: bad feed \"kafka:9467\"",
+    );
+}

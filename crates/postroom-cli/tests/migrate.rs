@@ -454,12 +454,17 @@ struct PidFiles(std::path::PathBuf);
 
 impl PidFiles {
     fn pids(&self) -> Vec<String> {
-        ["relay.pid", "nats-feed.pid", "kafka-feed.pid"]
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(self.0.join(f)).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
+        [
+            "relay.pid",
+            "nats-feed.pid",
+            "kafka-feed.pid",
+            "console.pid",
+        ]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(self.0.join(f)).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
     }
 
     fn alive(pid: &str) -> bool {
@@ -544,6 +549,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
 
     let pids = PidFiles(dir.path().to_path_buf());
     let kafka_feed = free_addr();
+    let console = free_addr();
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_postroom"))
         .parent()
         .unwrap()
@@ -565,6 +571,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
         .env("RELAY_ADDR", free_addr())
         .env("NATS_FEED_ADDR", free_addr())
         .env("KAFKA_FEED_ADDR", &kafka_feed)
+        .env("CONSOLE_ADDR", &console)
         .stdin(std::process::Stdio::null())
         // The processes the block starts keep its output open: a file, not a pipe.
         .stdout(std::fs::File::create(&log).unwrap())
@@ -641,9 +648,38 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert!(absorbed > 0.0, "{metrics}");
+    // The console the runbook started watches both feeds: the Kafka feed up with the
+    // duplicates it absorbed, the NATS feed (stopped in step 4) down.
+    let pipeline = format!("http://{console}/pipeline.json");
+    let mut seen = serde_json::Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(60), async || {
+            let (code, body) = common::daemon::get(&pipeline).await;
+            seen = serde_json::from_str(&body).unwrap_or_default();
+            let feed = |name: &str| {
+                seen["feeds"]
+                    .as_array()
+                    .and_then(|f| f.iter().find(|f| f["name"] == name))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let (nats, kafka) = (feed("nats"), feed("kafka"));
+            code == 200
+                && nats["up"] == false
+                && nats["error"].as_str().is_some_and(|e| !e.is_empty())
+                && kafka["up"] == true
+                && kafka["consumers"][0]["consumer"] == CONSUMER
+                && kafka["consumers"][0]["duplicates_absorbed"]
+                    .as_u64()
+                    .is_some_and(|n| n > 0)
+                && kafka["consumers"][0]["lag"].is_u64()
+        })
+        .await,
+        "the console shows the Kafka feed up with duplicates absorbed and the NATS feed down: {seen}"
+    );
     assert!(
         pids.terminate(),
-        "the relay and the Kafka feed stop on SIGTERM"
+        "the relay, the Kafka feed and the console stop on SIGTERM"
     );
 
     let outbox = store.outbox();

@@ -6,7 +6,8 @@
 //! or a group; a dry run first; a rate; live progress; pause, resume, cancel; a warning when
 //! new messages join the group meanwhile), archive and purge, edit-and-redrive keeping the
 //! message id, an audit of every state change; the pipeline (backlogs, retry stages,
-//! oldest-message age, rates, relay lag, charts of the last hour); Prometheus `/metrics`,
+//! oldest-message age, rates, relay lag, charts of the last hour; the inbox feeds it watches:
+//! up or down, and per consumer stored, duplicates absorbed and lag); Prometheus `/metrics`,
 //! `/healthz` and `/readyz`. Server-rendered HTML with embedded assets: it works offline.
 //!
 //! [`Backends::for_store`] makes the console's backend from a store opened by
@@ -35,6 +36,7 @@
 pub mod audit;
 pub mod auth;
 pub mod backend;
+pub mod feeds;
 pub mod groups;
 mod html;
 pub mod metrics;
@@ -49,6 +51,7 @@ pub use backend::{
     SqliteBackend, StoreBackend,
 };
 
+use feeds::{FeedScraper, FeedTarget};
 use metrics_exporter_prometheus::PrometheusHandle;
 use pipeline::History;
 use postroom_core::{Error, ErrorKind, Result};
@@ -77,11 +80,16 @@ pub struct ConsoleConfig {
     pub sample_every: Duration,
     /// The Prometheus recorder `/metrics` renders (see [`metrics::install_prometheus`]).
     pub prometheus: Option<PrometheusHandle>,
+    /// The inbox feeds whose `/metrics` the sampler reads (each name once).
+    pub feeds: Vec<FeedTarget>,
 }
+
+/// The longest a feed's `/metrics` is waited for (less when samples are more frequent).
+const FEED_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl ConsoleConfig {
     /// Defaults: auth off (so loopback only), plain-HTTP cookies, sessions idle for 8 hours,
-    /// archive retention 30 days, a sample every 10 seconds, no recorder.
+    /// archive retention 30 days, a sample every 10 seconds, no recorder, no feeds.
     pub fn new(bind: SocketAddr) -> Self {
         Self {
             bind,
@@ -91,7 +99,14 @@ impl ConsoleConfig {
             retention: Duration::from_secs(30 * 86_400),
             sample_every: Duration::from_secs(10),
             prometheus: None,
+            feeds: Vec::new(),
         }
+    }
+
+    /// Set the inbox feeds to watch.
+    pub fn feeds(mut self, feeds: Vec<FeedTarget>) -> Self {
+        self.feeds = feeds;
+        self
     }
 
     /// Set who may use it.
@@ -112,9 +127,11 @@ impl ConsoleConfig {
         self
     }
 
-    /// Refuse auth off on an address other than loopback, and zero intervals.
+    /// Refuse auth off on an address other than loopback, zero intervals, and two feeds of
+    /// one name.
     pub fn validate(&self) -> Result<()> {
         check_bind(&self.auth, self.bind)?;
+        feeds::check_unique(&self.feeds)?;
         if self.sample_every.is_zero() || self.session_idle.is_zero() {
             return Err(Error::new(
                 ErrorKind::Config,
@@ -154,6 +171,10 @@ impl Console {
     ) -> Result<Self> {
         config.validate()?;
         let audit = audit::Auditor::new(parking.clone());
+        let feeds = Arc::new(FeedScraper::new(
+            config.feeds.clone(),
+            FEED_TIMEOUT.min(config.sample_every),
+        )?);
         let state = Arc::new(routes::AppState {
             runs: Arc::new(redrive::Runs::new(parking.clone(), audit.clone())),
             parking,
@@ -164,6 +185,7 @@ impl Console {
             audit,
             history: Arc::new(History::for_hour(config.sample_every)),
             prometheus: config.prometheus.clone(),
+            feeds,
             retention: config.retention,
         });
         Ok(Self { state, config })
@@ -187,6 +209,7 @@ impl Console {
             self.state.probe.clone(),
             self.state.parking.clone(),
             self.state.prometheus.clone(),
+            self.state.feeds.clone(),
             self.config.sample_every,
             shutdown,
         )

@@ -27,6 +27,18 @@ pub const REFUSED: &str = "postroom_console_refused_total";
 /// Gauge: 1 while the last readiness check passed.
 pub const READY: &str = "postroom_console_ready";
 
+/// Gauge: 1 while a watched inbox feed answered its last reading with its figures, 0 while
+/// it did not, label `feed` (the name the console was given).
+pub const FEED_UP: &str = "postroom_console_feed_up";
+/// Gauge: messages a watched inbox feed stored since it started, labels `feed`, `consumer`.
+pub const FEED_STORED: &str = "postroom_console_feed_stored";
+/// Gauge: copies a watched inbox feed absorbed (already stored) since it started, labels
+/// `feed`, `consumer`.
+pub const FEED_DUPLICATES: &str = "postroom_console_feed_duplicates";
+/// Gauge: messages on a watched inbox feed's broker not yet stored, labels `feed`,
+/// `consumer`.
+pub const FEED_LAG: &str = "postroom_console_feed_lag_messages";
+
 /// Every name above.
 pub const ALL: &[&str] = &[
     RELAY_LAG,
@@ -39,6 +51,10 @@ pub const ALL: &[&str] = &[
     LOGINS,
     REFUSED,
     READY,
+    FEED_UP,
+    FEED_STORED,
+    FEED_DUPLICATES,
+    FEED_LAG,
 ];
 
 /// Install the Prometheus recorder for this process and return its handle. Fails when

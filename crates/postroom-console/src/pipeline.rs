@@ -1,9 +1,10 @@
 //! The pipeline over the last hour, kept by the console itself: a sampler reads every
-//! consumer's figures and the relay's lag at a fixed interval into a ring buffer (no
-//! Prometheus needed to draw the charts), and sets the same figures as gauges for
-//! `/metrics`.
+//! consumer's figures, the relay's lag and the watched inbox feeds' figures at a fixed
+//! interval into a ring buffer (no Prometheus needed to draw the charts), and sets the same
+//! figures as gauges for `/metrics`.
 
 use crate::backend::{ConsumerFigures, ParkingConsole, PipelineProbe};
+use crate::feeds::{FeedSample, FeedScraper};
 use crate::metrics as cm;
 use chrono::{DateTime, Utc};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -37,6 +38,9 @@ pub struct Sample {
     pub outbox_pending: u64,
     /// By consumer.
     pub consumers: BTreeMap<String, ConsumerSample>,
+    /// The watched inbox feeds, in the order given (read by the sampler; empty in a sample
+    /// read for a page).
+    pub feeds: Vec<FeedSample>,
 }
 
 /// The last hour of samples.
@@ -170,7 +174,23 @@ pub async fn sample(
         relay_lag,
         outbox_pending,
         consumers,
+        feeds: Vec::new(),
     })
+}
+
+/// Set the feed gauges from one reading of the feeds.
+pub fn set_feed_gauges(feeds: &[FeedSample]) {
+    for f in feeds {
+        metrics::gauge!(cm::FEED_UP, "feed" => f.name.clone()).set(if f.up() { 1.0 } else { 0.0 });
+        for (consumer, c) in &f.consumers {
+            let labels = [("feed", f.name.clone()), ("consumer", consumer.clone())];
+            metrics::gauge!(cm::FEED_STORED, &labels).set(c.stored as f64);
+            metrics::gauge!(cm::FEED_DUPLICATES, &labels).set(c.duplicates as f64);
+            if let Some(lag) = c.lag {
+                metrics::gauge!(cm::FEED_LAG, &labels).set(lag as f64);
+            }
+        }
+    }
 }
 
 /// Sample every `every` into `history` until `shutdown` turns true.
@@ -179,6 +199,7 @@ pub async fn run_sampler(
     probe: Arc<dyn PipelineProbe>,
     parking: Arc<dyn ParkingConsole>,
     prometheus: Option<PrometheusHandle>,
+    feeds: Arc<FeedScraper>,
     every: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -192,8 +213,17 @@ pub async fn run_sampler(
         if *shutdown.borrow() {
             break;
         }
-        match sample(&*probe, &*parking, prometheus.as_ref()).await {
-            Ok(s) => history.push(s),
+        // The feeds are read while the store is: a slow feed costs at most its timeout.
+        let (read, fed) = tokio::join!(
+            sample(&*probe, &*parking, prometheus.as_ref()),
+            feeds.scrape()
+        );
+        set_feed_gauges(&fed);
+        match read {
+            Ok(mut s) => {
+                s.feeds = fed;
+                history.push(s);
+            }
             Err(e) => tracing::warn!(error = %e, "pipeline sample failed"),
         }
     }
@@ -232,6 +262,7 @@ mod tests {
             relay_lag: None,
             outbox_pending: 0,
             consumers,
+            feeds: Vec::new(),
         }
     }
 

@@ -180,6 +180,9 @@ const BROKERS_FILE_EVERY: Duration = Duration::from_secs(1);
 /// The brokers a relay publishes to now, each with the URL it was listed under.
 type Targets = Vec<(String, Arc<dyn Transport>)>;
 
+/// Told the names of the brokers a following relay publishes to, at start and at each change.
+pub type OnTargets = Arc<dyn Fn(&[String]) + Send + Sync>;
+
 /// Relay `pipeline`'s outbox to every broker listed in `file`, following the file while it
 /// runs: when its text changes (checked every second) or `reload` is notified (SIGHUP), the
 /// new brokers are opened and bound and the relay publishes to the new list from its next
@@ -196,7 +199,7 @@ pub async fn run_relay_following(
     config: RelayConfig,
     prefetch: usize,
     reload: Arc<Notify>,
-    on_targets: Arc<dyn Fn(&[String]) + Send + Sync>,
+    on_targets: OnTargets,
     shutdown: watch::Receiver<bool>,
 ) -> OpsResult {
     let (mut seen, brokers) = read_brokers_file(file)?;

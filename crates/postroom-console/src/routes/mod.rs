@@ -6,6 +6,7 @@
 
 mod assets;
 mod audit;
+mod feeds;
 mod guard;
 mod health;
 mod login;
@@ -44,6 +45,7 @@ pub(crate) struct AppState {
     pub audit: Auditor,
     pub history: Arc<History>,
     pub prometheus: Option<PrometheusHandle>,
+    pub feeds: Arc<crate::feeds::FeedScraper>,
     pub retention: Duration,
 }
 
@@ -72,6 +74,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/runs/{id}/progress", get(redrive::progress))
         .route("/runs/{id}/{action}", post(redrive::act))
         .route("/pipeline", get(pipeline::show))
+        .route("/pipeline.json", get(pipeline::json))
         .route("/audit", get(audit::show))
         .route("/assets/{name}", get(assets::get))
         .route("/healthz", get(health::healthz))

@@ -1,13 +1,16 @@
 //! The pipeline page: per consumer the backlog, retry stages, oldest-message age, and
-//! handled / retried / parked rates; the relay's lag; charts over the samples the console
-//! kept (the last hour).
+//! handled / retried / parked rates; the relay's lag; the inbox feeds watched; charts over
+//! the samples the console kept (the last hour). `/pipeline.json` has the same figures for
+//! scripts.
 
-use super::State;
+use super::{State, feeds};
 use crate::auth::Session;
 use crate::html::{self, age, esc};
 use crate::pipeline::{Sample, retried_per_minute};
 use axum::Extension;
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Json, Response};
+use serde_json::json;
 use std::fmt::Write;
 
 fn series(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Vec<(f64, f64)> {
@@ -78,6 +81,7 @@ pub(crate) async fn show(state: State, Extension(s): Extension<Session>) -> Resp
         );
     }
     body.push_str("</tbody></table>");
+    body.push_str(&feeds::section(&samples));
     let _ = write!(
         body,
         r#"<h2>Last hour</h2><p class="note">{} sample(s) kept by the console (every {:.1} s; no Prometheus needed).</p><div class="charts">"#,
@@ -116,4 +120,51 @@ pub(crate) async fn show(state: State, Extension(s): Extension<Session>) -> Resp
     }
     body.push_str("</div>");
     Html(html::page("Pipeline", &s, &body)).into_response()
+}
+
+/// The page's figures as JSON: the pipeline read now, the feeds as the sampler last read
+/// them.
+pub(crate) async fn json(state: State) -> Response {
+    let now =
+        crate::pipeline::sample(&*state.probe, &*state.parking, state.prometheus.as_ref()).await;
+    let samples = state.history.samples();
+    let latest = match now {
+        Ok(s) => s,
+        Err(e) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"error": e.to_string(), "feeds": feeds::json(&samples)})),
+            )
+                .into_response();
+        }
+    };
+    let consumers: Vec<_> = latest
+        .consumers
+        .iter()
+        .map(|(name, c)| {
+            let f = &c.figures;
+            json!({
+                "consumer": name,
+                "ready": f.backlog.ready,
+                "in_flight": f.backlog.unacked,
+                "delayed": f.backlog.delayed,
+                "retry_stages": f.stages.iter().map(|(l, n)| json!({"stage": l, "messages": n})).collect::<Vec<_>>(),
+                "oldest_ready_seconds": f.backlog.oldest_ready_age.map(|d| d.as_secs_f64()),
+                "handled_per_minute": f.handled_last_minute,
+                "retried_per_minute": retried_per_minute(&samples, name),
+                "parked_per_minute": f.parked_last_minute,
+                "parked_waiting": c.parked_waiting,
+            })
+        })
+        .collect();
+    Json(json!({
+        "at": latest.at.to_rfc3339(),
+        "relay_lag_seconds": latest.relay_lag.map(|d| d.as_secs_f64()),
+        "outbox_pending": latest.outbox_pending,
+        "consumers": consumers,
+        "feeds": feeds::json(&samples),
+        "samples_kept": samples.len(),
+        "sample_every_seconds": state.history.every().as_secs_f64(),
+    }))
+    .into_response()
 }
