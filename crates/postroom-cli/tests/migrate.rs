@@ -788,6 +788,134 @@ fn the_move_refuses_bad_input_clearly() {
     );
 }
 
+/// The sum of the series of `metric` in a `/metrics` text.
+fn metric_sum(text: &str, metric: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(metric))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A brokers file that names a broker nobody answers at, or that cannot be read, changes
+/// nothing: the relay says why, keeps publishing to the brokers it had, and takes the next
+/// usable file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had() {
+    use common::daemon::{Daemon, get};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = prefix("unreachable");
+    std::fs::write(
+        d.join("topology.toml"),
+        format!(
+            "prefix = \"{p}\"\nladder = \"1s\"\n[[consumers]]\nname = \"{CONSUMER}\"\nbindings = [\"{ROUTE}\"]\n"
+        ),
+    )
+    .unwrap();
+    let db = TestDb::create().await;
+    let store = store(&db).await;
+    std::fs::write(d.join("brokers"), format!("{}\n", nats())).unwrap();
+    let log = d.join("relay.err");
+    let relay = Daemon::start_logging(
+        d,
+        &[
+            "relay",
+            "--database",
+            &db.url,
+            "--topology",
+            "topology.toml",
+            "--brokers-file",
+            "brokers",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+        &log,
+    );
+    let metrics = format!("{}/metrics", relay.base);
+    let targets = async || metric_sum(&get(&metrics).await.1, "postroom_relay_target");
+    assert!(
+        wait_until(Duration::from_secs(30), async || targets().await == 1.0).await,
+        "the relay publishes to NATS"
+    );
+    let written = async |from: u64| {
+        for v in from..from + 5 {
+            let m = OutgoingMessage::from_envelope(&event("unreach", v), ROUTE);
+            let mut tx = store.pool().begin().await.unwrap();
+            postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &m, "unreach")
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
+    };
+    let relayed = async || {
+        wait_until(Duration::from_secs(30), async || {
+            store.outbox().pending().await.unwrap() == 0
+        })
+        .await
+    };
+    let logged = |what: &str| {
+        let what = what.to_string();
+        let log = log.clone();
+        async move {
+            wait_until(Duration::from_secs(30), async || {
+                std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .contains(&what)
+            })
+            .await
+        }
+    };
+    written(1).await;
+    assert!(relayed().await, "rows are published while NATS is listed");
+
+    // A second broker nothing answers at: reported, the list in use is kept.
+    std::fs::write(
+        d.join("brokers"),
+        format!("{}\namqp://guest:guest@127.0.0.1:1/%2f\n", nats()),
+    )
+    .unwrap();
+    relay.hangup();
+    assert!(
+        logged("cannot be opened").await,
+        "the relay says the new broker cannot be opened: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(targets().await, 1.0, "still NATS alone");
+    written(6).await;
+    assert!(relayed().await, "rows are still published to NATS");
+
+    // A file that is not a list of brokers: reported, the list in use is kept.
+    std::fs::write(d.join("brokers"), "nats 127.0.0.1\n").unwrap();
+    relay.hangup();
+    assert!(
+        logged("cannot be used").await,
+        "the relay says the file cannot be used: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(targets().await, 1.0, "still NATS alone");
+    written(11).await;
+    assert!(relayed().await, "rows are still published to NATS");
+
+    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
+        .await
+        .expect("NATS");
+    let on_nats = conn
+        .jetstream()
+        .get_stream(postroom_nats::naming::work_stream(&p))
+        .await
+        .expect("the workload's NATS stream")
+        .info()
+        .await
+        .expect("its state")
+        .state
+        .messages;
+    assert_eq!(on_nats, 15, "every row reached NATS once");
+    let status = relay.terminate(Duration::from_secs(30));
+    assert!(status.success(), "SIGTERM ends the relay cleanly: {status}");
+    cleanup(&p).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,8 +17,18 @@ impl Daemon {
     /// Start `postroom args…` in `dir` with `env` and wait for the `… listening on URL` line
     /// it prints once its store is open and its port bound.
     pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_with(dir, args, env, Stdio::inherit())
+    }
+
+    /// [`Daemon::start`], its standard error written to the file `log`.
+    pub fn start_logging(dir: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Self {
+        let file = std::fs::File::create(log).expect("create the log file");
+        Self::start_with(dir, args, env, Stdio::from(file))
+    }
+
+    fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
         let mut cmd = super::postroom_cmd(dir, args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.stdout(Stdio::piped()).stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -50,6 +60,11 @@ impl Daemon {
             .status()
             .expect("kill");
         assert!(sent.success(), "kill {sig} {}", self.child.id());
+    }
+
+    /// SIGHUP (a relay reads its brokers file again at once).
+    pub fn hangup(&self) {
+        self.signal("-HUP");
     }
 
     /// SIGTERM, then its exit status (it must end within `bound`).
