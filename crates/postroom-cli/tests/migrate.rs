@@ -621,25 +621,12 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
     );
     // The relay stopped publishing to NATS while it ran (step 5): the rows written after
     // that are on Kafka alone, so NATS's stream holds fewer messages than were written.
-    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
-        .await
-        .expect("NATS");
-    let on_nats = conn
-        .jetstream()
-        .get_stream(postroom_nats::naming::work_stream(&p))
-        .await
-        .expect("the workload's NATS stream")
-        .info()
-        .await
-        .expect("its state")
-        .state
-        .messages;
+    let on_nats = messages_on_nats(&p).await;
     assert!(
         on_nats > 0 && on_nats < ids.len() as u64,
         "NATS got {on_nats} of the {} rows: all until Kafka alone was listed, none after",
         ids.len()
     );
-    conn.close().await;
     let (code, metrics) = common::daemon::get(&format!("http://{kafka_feed}/metrics")).await;
     assert_eq!(code, 200);
     let absorbed: f64 = metrics
@@ -788,6 +775,25 @@ fn the_move_refuses_bad_input_clearly() {
     );
 }
 
+/// Messages in the NATS work stream of workload `prefix`.
+async fn messages_on_nats(prefix: &str) -> u64 {
+    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
+        .await
+        .expect("NATS");
+    let messages = conn
+        .jetstream()
+        .get_stream(postroom_nats::naming::work_stream(prefix))
+        .await
+        .expect("the workload's NATS stream")
+        .info()
+        .await
+        .expect("its state")
+        .state
+        .messages;
+    conn.close().await;
+    messages
+}
+
 /// The sum of the series of `metric` in a `/metrics` text.
 fn metric_sum(text: &str, metric: &str) -> f64 {
     text.lines()
@@ -897,19 +903,7 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
     written(11).await;
     assert!(relayed().await, "rows are still published to NATS");
 
-    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
-        .await
-        .expect("NATS");
-    let on_nats = conn
-        .jetstream()
-        .get_stream(postroom_nats::naming::work_stream(&p))
-        .await
-        .expect("the workload's NATS stream")
-        .info()
-        .await
-        .expect("its state")
-        .state
-        .messages;
+    let on_nats = messages_on_nats(&p).await;
     assert_eq!(on_nats, 15, "every row reached NATS once");
     let status = relay.terminate(Duration::from_secs(30));
     assert!(status.success(), "SIGTERM ends the relay cleanly: {status}");

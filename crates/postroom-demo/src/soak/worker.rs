@@ -48,8 +48,7 @@ pub async fn run(args: SoakWorkerArgs) -> OpsResult {
                     idle_wait: Duration::from_millis(50),
                     retry_after: Duration::from_millis(500),
                     retention: None,
-                    // Two pipelines, so that kills land between lanes too.
-                    lanes: 2,
+                    lanes: 1,
                 },
             );
             println!("READY relay {}", std::process::id());
