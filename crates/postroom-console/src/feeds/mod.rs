@@ -168,9 +168,10 @@ pub fn figures(text: &str) -> Result<BTreeMap<String, FeedConsumer>> {
         let n = s.value.round() as u64;
         let c = out.entry(consumer.to_string()).or_default();
         match s.name.as_str() {
-            m::INBOX_FEED_STORED => c.stored += n,
-            m::INBOX_FEED_DUPLICATES => c.duplicates += n,
-            _ => c.lag = Some(c.lag.unwrap_or(0) + n),
+            // A feed's counts are summed over its series; absurd ones stop at the maximum.
+            m::INBOX_FEED_STORED => c.stored = c.stored.saturating_add(n),
+            m::INBOX_FEED_DUPLICATES => c.duplicates = c.duplicates.saturating_add(n),
+            _ => c.lag = Some(c.lag.unwrap_or(0).saturating_add(n)),
         }
     }
     Ok(out)
@@ -285,6 +286,16 @@ pub fn per_minute<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_counts_summed_over_series_stop_at_the_maximum() {
+        let text = format!(
+            "{s}{{consumer=\"c\",feed=\"a\"}} 1e19\n{s}{{consumer=\"c\",feed=\"b\"}} 1e19\n",
+            s = m::INBOX_FEED_STORED
+        );
+        let f = figures(&text).unwrap();
+        assert_eq!(f["c"].stored, u64::MAX);
+    }
 
     #[test]
     fn targets_are_read_strictly() {
