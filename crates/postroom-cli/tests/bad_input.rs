@@ -120,6 +120,7 @@ fn absurd_values_are_clear_errors() {
         ),
         (vec!["soak", "--kill-every", "1e300"], "between 0 and"),
         (vec!["soak", "--transient-share", "1.5"], "between 0 and 1"),
+        (vec!["soak", "--batch-size", "100000"], "0..=10000"),
         (vec!["demo", "--ladder", "9000000000000h"], "too large"),
         (vec!["demo", "--ladder", "48h"], "at most 24h"),
         (vec!["demo", "--timeout-secs", "0"], "timeout-secs"),

@@ -133,6 +133,10 @@ pub struct SoakArgs {
     /// Retry ladder of the consumers.
     #[arg(long, default_value = "250ms,1s,3s")]
     pub ladder: String,
+    /// The inventory consumers apply up to this many messages in one transaction (the batched
+    /// consumer, per-key ordered). 0: one transaction per message.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub batch_size: u32,
     /// Give up if the run has not settled within this many seconds.
     #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub timeout_secs: u64,
@@ -175,4 +179,7 @@ pub struct SoakWorkerArgs {
     /// Cancel share.
     #[arg(long, default_value_t = 0.0, value_parser = parse_share)]
     pub cancel_share: f64,
+    /// Messages per inventory transaction (consumer; 0: one transaction per message).
+    #[arg(long, default_value_t = 0)]
+    pub batch_size: u32,
 }

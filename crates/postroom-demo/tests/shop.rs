@@ -106,3 +106,55 @@ async fn a_database_with_foreign_shop_tables_is_refused() {
     let err = shop_at(&db.url).await.reset().await.unwrap_err();
     assert!(err.to_string().contains("did not create"), "{err}");
 }
+
+/// A batch in one transaction gives each message the result it would have had on its own: a
+/// duplicate and a gap take back only their own part, a cancellation after its order in the
+/// same batch applies, and the batch's size is a fact.
+async fn exercise_batch(shop: &dyn ShopDb) -> (Vec<InventoryResult>, ShopFacts) {
+    shop.reset().await.unwrap();
+    let orders = [
+        order("o-1", "WIDGET", false),
+        order("o-2", "NONE", false),
+        order("o-3", "WIDGET", true),
+        order("o-4", "WIDGET", true),
+    ];
+    shop.create_orders(&orders, "test").await.unwrap();
+    let e: Vec<_> = orders.iter().flat_map(|o| o.events("test")).collect();
+    // e: o-1 created, o-2 created, o-3 created, o-3 cancelled, o-4 created, o-4 cancelled.
+    assert_eq!(shop.apply_inventory(&e[0]).await.unwrap(), InventoryResult::Applied);
+    let batch = [&e[5], &e[0], &e[1], &e[2], &e[3], &e[2], &e[4]];
+    let results = shop.apply_inventory_batch(&batch).await.unwrap();
+    // The cancellation of o-4 before its order waited; it applies in a later batch.
+    let later = shop.apply_inventory_batch(&[&e[5]]).await.unwrap();
+    assert_eq!(later, vec![InventoryResult::Applied]);
+    assert_eq!(shop.reservations_of("o-3").await.unwrap(), 1);
+    (results, shop.facts(&[]).await.unwrap())
+}
+
+#[tokio::test]
+async fn a_batch_gives_each_message_its_own_result_on_sqlite_and_postgres() {
+    use InventoryResult::{Applied, Duplicate, Gap, Rejected};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shop.db");
+    let db = TestDb::create().await;
+    for shop in [shop_at(file.to_str().unwrap()).await, shop_at(&db.url).await] {
+        let (results, facts) = exercise_batch(shop.as_ref()).await;
+        assert_eq!(
+            results,
+            vec![
+                Gap { last: None },
+                Duplicate,
+                Rejected,
+                Applied,
+                Applied,
+                Duplicate,
+                Applied
+            ]
+        );
+        assert_eq!(facts.duplicate_effects, 0);
+        assert_eq!(facts.order_violations, 0);
+        assert_eq!(facts.cancelled, 2, "both cancellations applied once");
+        assert!(facts.stock_consistent);
+        assert_eq!(facts.largest_batch, 7);
+    }
+}

@@ -15,7 +15,7 @@ pub const ATTEMPTS: &str =
     "SELECT attempt, COUNT(*) FROM shop_attempts WHERE attempt > 0 GROUP BY attempt";
 
 /// Counting queries, in the order of [`Counts`]' fields.
-pub const COUNTS: [&str; 10] = [
+pub const COUNTS: [&str; 11] = [
     "SELECT COUNT(*) FROM shop_orders",
     "SELECT COUNT(DISTINCT order_id) FROM shop_reservations",
     "SELECT COUNT(*) FROM shop_orders WHERE status = 'rejected'",
@@ -30,12 +30,13 @@ pub const COUNTS: [&str; 10] = [
     "SELECT COUNT(*) FROM shop_duplicates",
     "SELECT COUNT(*) FROM shop_stock s WHERE s.initial - s.available !=
        COALESCE((SELECT SUM(qty) FROM shop_reservations r WHERE r.sku = s.sku AND r.status = 'reserved'), 0)",
+    "SELECT COALESCE(MAX(size), 0) FROM shop_batches",
 ];
 
 /// What the queries returned.
 pub struct Raw {
     /// Results of [`COUNTS`], in order.
-    pub counts: [i64; 10],
+    pub counts: [i64; 11],
     /// Result of [`PRODUCED`].
     pub produced: Vec<String>,
     /// Result of [`WITH_EFFECT`].
@@ -69,5 +70,6 @@ pub fn assemble(raw: Raw, parked_ids: &[MessageId]) -> ShopFacts {
             .collect(),
         duplicates_absorbed: c[8],
         stock_consistent: c[9] == 0,
+        largest_batch: c[10],
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{INVENTORY, InventoryResult, ORDERS, ShopDb};
 use postroom_core::ordering::VersionDecision;
-use postroom_core::{Handled, Handler, HandlerError, Incoming, async_trait};
+use postroom_core::{BatchHandler, Handled, Handler, HandlerError, Incoming, async_trait};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -35,9 +35,10 @@ impl<D: ShopDb + ?Sized> InventoryHandler<D> {
     }
 }
 
-#[async_trait]
-impl<D: ShopDb + ?Sized> Handler for InventoryHandler<D> {
-    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+impl<D: ShopDb + ?Sized> InventoryHandler<D> {
+    /// What comes before the transaction: the order id, the attempt recorded, injected
+    /// failures. `Ok(order_id)` when the message goes on to the transaction.
+    async fn before(&self, m: &Incoming) -> Result<String, HandlerError> {
         let env = &m.envelope;
         let order_id = env.data["order_id"]
             .as_str()
@@ -69,7 +70,17 @@ impl<D: ShopDb + ?Sized> Handler for InventoryHandler<D> {
                 format!("injected transient failure on attempt {}", m.attempt),
             ));
         }
-        let result = self.db.apply_inventory(env).await?;
+        Ok(order_id)
+    }
+
+    /// What the consumer is told of a committed transaction's result for `m`.
+    async fn after(
+        &self,
+        m: &Incoming,
+        order_id: &str,
+        result: InventoryResult,
+    ) -> Result<Handled, HandlerError> {
+        let env = &m.envelope;
         match result {
             InventoryResult::Duplicate => {
                 self.db.record_duplicate(INVENTORY, env.id).await?;
@@ -86,9 +97,9 @@ impl<D: ShopDb + ?Sized> Handler for InventoryHandler<D> {
             }
             InventoryResult::Rejected => Ok(Handled::BusinessOutcome("out_of_stock".into())),
             InventoryResult::Applied => {
-                if self.crash_order.as_deref() == Some(order_id.as_str())
+                if self.crash_order.as_deref() == Some(order_id)
                     && env.message_type == "order.created"
-                    && self.db.arm_crash(&order_id).await?
+                    && self.db.arm_crash(order_id).await?
                 {
                     // Committed, not acked: tell the supervisor, which kills this process now.
                     println!("CRASH-POINT {order_id} {}", env.id);
@@ -98,6 +109,56 @@ impl<D: ShopDb + ?Sized> Handler for InventoryHandler<D> {
                 Ok(Handled::Applied)
             }
         }
+    }
+}
+
+#[async_trait]
+impl<D: ShopDb + ?Sized> Handler for InventoryHandler<D> {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let order_id = self.before(m).await?;
+        let result = self.db.apply_inventory(&m.envelope).await?;
+        self.after(m, &order_id, result).await
+    }
+}
+
+/// The batched inventory service: the messages that pass the checks before the transaction
+/// are applied in one transaction; those that fail them are left out and retried or parked on
+/// their own. A failed transaction fails the whole batch (the consumer splits it).
+#[async_trait]
+impl<D: ShopDb + ?Sized> BatchHandler for InventoryHandler<D> {
+    async fn handle_batch(
+        &self,
+        batch: &[Incoming],
+    ) -> Result<Vec<Result<Handled, HandlerError>>, HandlerError> {
+        let mut before = Vec::with_capacity(batch.len());
+        for m in batch {
+            before.push(self.before(m).await);
+        }
+        let taken: Vec<&postroom_core::Envelope> = batch
+            .iter()
+            .zip(&before)
+            .filter(|(_, b)| b.is_ok())
+            .map(|(m, _)| &m.envelope)
+            .collect();
+        let mut results = if taken.is_empty() {
+            Vec::new()
+        } else {
+            self.db.apply_inventory_batch(&taken).await?
+        }
+        .into_iter();
+        let mut out = Vec::with_capacity(batch.len());
+        for (m, b) in batch.iter().zip(before) {
+            out.push(match b {
+                Ok(order_id) => {
+                    let result = results
+                        .next()
+                        .expect("one result per message in the transaction");
+                    self.after(m, &order_id, result).await
+                }
+                Err(e) => Err(e),
+            });
+        }
+        Ok(out)
     }
 }
 

@@ -131,6 +131,8 @@ pub struct ShopFacts {
     pub duplicates_absorbed: u64,
     /// Stock left equals initial stock minus live reservations.
     pub stock_consistent: bool,
+    /// Most messages applied in one inventory transaction (0 when every message had its own).
+    pub largest_batch: u64,
 }
 
 /// The shop's tables on one store.
@@ -150,6 +152,9 @@ pub trait ShopDb: Send + Sync + 'static {
     async fn record_duplicate(&self, consumer: &str, id: MessageId) -> Result<()>;
     /// The inventory transaction: inbox claim, version guard, reserve / release / reject.
     async fn apply_inventory(&self, envelope: &Envelope) -> Result<InventoryResult>;
+    /// The inventory transaction for many messages at once, in order, one result each: a
+    /// duplicate or a gap takes back only its own part. The batch's size is recorded.
+    async fn apply_inventory_batch(&self, envelopes: &[&Envelope]) -> Result<Vec<InventoryResult>>;
     /// The orders service's transaction for a rejection.
     async fn apply_rejection(&self, envelope: &Envelope) -> Result<InventoryResult>;
     /// Set the one-time crash marker for `order_id`; true the first time.

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS shop_faults (order_id TEXT PRIMARY KEY, fail_times BI
 CREATE TABLE IF NOT EXISTS shop_attempts (message_id TEXT NOT NULL, attempt BIGINT NOT NULL, at BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS shop_duplicates (consumer TEXT NOT NULL, message_id TEXT NOT NULL, at BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS shop_crash (order_id TEXT PRIMARY KEY, at BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_batches (size BIGINT NOT NULL, at BIGINT NOT NULL);
 ";
 
 /// The statements that differ between stores.
@@ -254,112 +255,44 @@ where
     }
 
     async fn apply_inventory(&self, env: &Envelope) -> Result<InventoryResult> {
-        let db = S::db_error;
-        let lock = S::DIALECT.for_update;
-        let order_id = text(env, "order_id")?;
         let mut tx = self.store.begin().await?;
-        if !self.store.claim(&mut tx, INVENTORY, env.id).await? {
-            tx.rollback().await.map_err(db)?;
-            return Ok(InventoryResult::Duplicate);
+        let (result, keep) = self.inventory_in(&mut tx, env).await?;
+        if keep {
+            self.store.commit(tx).await?;
+        } else {
+            tx.rollback().await.map_err(S::db_error)?;
         }
-        // Serialise the aggregate: its version row is held until the commit.
-        let last: Option<i64> = sqlx::query_scalar(&format!(
-            "SELECT version FROM shop_versions WHERE order_id = $1{lock}"
-        ))
-        .bind(order_id.clone())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db)?;
-        let last = last.map(|v| u64::try_from(v).unwrap_or(0));
-        match check_version(last, env.aggregate.version, 1) {
-            VersionDecision::Apply => {}
-            VersionDecision::AlreadyApplied => {
-                self.store.commit(tx).await?;
-                return Ok(InventoryResult::Duplicate);
-            }
-            VersionDecision::Gap { .. } => {
-                tx.rollback().await.map_err(db)?;
-                return Ok(InventoryResult::Gap { last });
-            }
-        }
-        let result = match env.message_type.as_str() {
-            "order.created" => {
-                let sku = text(env, "sku")?;
-                let qty = env.data["qty"]
-                    .as_i64()
-                    .ok_or_else(|| bad("order.created without qty"))?;
-                let available: i64 = sqlx::query_scalar(&format!(
-                    "SELECT available FROM shop_stock WHERE sku = $1{lock}"
-                ))
-                .bind(sku.clone())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db)?
-                .ok_or_else(|| bad(format!("no stock record for sku {sku}")))?;
-                if available < qty {
-                    let rejected = env
-                        .follow_up("inventory.reservation_rejected", INVENTORY)
-                        .aggregate("order", &order_id, env.aggregate.version)
-                        .data(serde_json::json!({"order_id": order_id, "sku": sku, "qty": qty, "available": available, "reason": "out_of_stock"}))
-                        .build();
-                    let msg =
-                        OutgoingMessage::from_envelope(&rejected, "inventory.reservation_rejected");
-                    self.store
-                        .enqueue(&mut tx, &msg, &rejected.aggregate.key())
-                        .await?;
-                    effect::<S>(&mut tx, INVENTORY, env, &order_id, "rejected").await?;
-                    InventoryResult::Rejected
-                } else {
-                    sqlx::query("UPDATE shop_stock SET available = available - $1 WHERE sku = $2")
-                        .bind(qty)
-                        .bind(sku.clone())
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db)?;
-                    sqlx::query(
-                        "INSERT INTO shop_reservations (order_id, sku, qty, status) VALUES ($1, $2, $3, 'reserved')",
-                    )
-                    .bind(order_id.clone())
-                    .bind(sku)
-                    .bind(qty)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db)?;
-                    effect::<S>(&mut tx, INVENTORY, env, &order_id, "reserved").await?;
-                    InventoryResult::Applied
-                }
-            }
-            "order.cancelled" => {
-                let released: Option<(String, i64)> = sqlx::query_as(
-                    "UPDATE shop_reservations SET status = 'released' WHERE order_id = $1 AND status = 'reserved' RETURNING sku, qty",
-                )
-                .bind(order_id.clone())
-                .fetch_optional(&mut *tx)
+        Ok(result)
+    }
+
+    async fn apply_inventory_batch(&self, envs: &[&Envelope]) -> Result<Vec<InventoryResult>> {
+        let db = S::db_error;
+        let mut tx = self.store.begin().await?;
+        let mut results = Vec::with_capacity(envs.len());
+        for env in envs {
+            // Each message under its own savepoint: a duplicate or a gap takes back only its
+            // own inbox claim, and the batch goes on.
+            sqlx::query("SAVEPOINT shop_message")
+                .execute(&mut *tx)
                 .await
                 .map_err(db)?;
-                if let Some((sku, qty)) = released {
-                    sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
-                        .bind(qty)
-                        .bind(sku)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db)?;
-                }
-                effect::<S>(&mut tx, INVENTORY, env, &order_id, "cancelled").await?;
-                InventoryResult::Applied
-            }
-            other => return Err(bad(format!("inventory does not handle {other}"))),
-        };
-        sqlx::query(
-            "INSERT INTO shop_versions (order_id, version) VALUES ($1, $2) ON CONFLICT (order_id) DO UPDATE SET version = excluded.version",
-        )
-        .bind(order_id)
-        .bind(version(env))
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
+            let (result, keep) = self.inventory_in(&mut tx, env).await?;
+            let end = if keep {
+                "RELEASE SAVEPOINT shop_message"
+            } else {
+                "ROLLBACK TO SAVEPOINT shop_message"
+            };
+            sqlx::query(end).execute(&mut *tx).await.map_err(db)?;
+            results.push(result);
+        }
+        sqlx::query("INSERT INTO shop_batches (size, at) VALUES ($1, $2)")
+            .bind(i64::try_from(envs.len()).unwrap_or(i64::MAX))
+            .bind(now())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         self.store.commit(tx).await?;
-        Ok(result)
+        Ok(results)
     }
 
     async fn apply_rejection(&self, env: &Envelope) -> Result<InventoryResult> {
@@ -433,7 +366,7 @@ where
     async fn facts(&self, parked_ids: &[MessageId]) -> Result<ShopFacts> {
         let pool = self.store.pool();
         let db = S::db_error;
-        let mut counts = [0i64; 10];
+        let mut counts = [0i64; 11];
         for (n, sql) in counts.iter_mut().zip(facts::COUNTS) {
             *n = sqlx::query_scalar(sql).fetch_one(pool).await.map_err(db)?;
         }
@@ -485,6 +418,122 @@ where
         .await
         .map_err(S::db_error)?;
         Ok((u64::try_from(o).unwrap_or(0), u64::try_from(m).unwrap_or(0)))
+    }
+}
+
+impl<S> SqlShop<S>
+where
+    S: SqlStore,
+    for<'c> &'c mut <S::Db as Database>::Connection: Executor<'c, Database = S::Db>,
+    for<'q> <S::Db as Database>::Arguments<'q>: IntoArguments<'q, S::Db>,
+    i64: Type<S::Db> + for<'q> Encode<'q, S::Db> + for<'r> Decode<'r, S::Db>,
+    String: Type<S::Db> + for<'q> Encode<'q, S::Db> + for<'r> Decode<'r, S::Db>,
+    usize: ColumnIndex<<S::Db as Database>::Row>,
+{
+    /// The inventory transaction's work for one message on `tx`, and whether to keep it
+    /// (commit) or take it back (a duplicate's claim, a gap).
+    async fn inventory_in(
+        &self,
+        tx: &mut <S::Db as Database>::Connection,
+        env: &Envelope,
+    ) -> Result<(InventoryResult, bool)> {
+        let db = S::db_error;
+        let lock = S::DIALECT.for_update;
+        let order_id = text(env, "order_id")?;
+        if !self.store.claim(&mut *tx, INVENTORY, env.id).await? {
+            return Ok((InventoryResult::Duplicate, false));
+        }
+        // Serialise the aggregate: its version row is held until the commit.
+        let last: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT version FROM shop_versions WHERE order_id = $1{lock}"
+        ))
+        .bind(order_id.clone())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+        let last = last.map(|v| u64::try_from(v).unwrap_or(0));
+        match check_version(last, env.aggregate.version, 1) {
+            VersionDecision::Apply => {}
+            VersionDecision::AlreadyApplied => return Ok((InventoryResult::Duplicate, true)),
+            VersionDecision::Gap { .. } => return Ok((InventoryResult::Gap { last }, false)),
+        }
+        let result = match env.message_type.as_str() {
+            "order.created" => {
+                let sku = text(env, "sku")?;
+                let qty = env.data["qty"]
+                    .as_i64()
+                    .ok_or_else(|| bad("order.created without qty"))?;
+                let available: i64 = sqlx::query_scalar(&format!(
+                    "SELECT available FROM shop_stock WHERE sku = $1{lock}"
+                ))
+                .bind(sku.clone())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?
+                .ok_or_else(|| bad(format!("no stock record for sku {sku}")))?;
+                if available < qty {
+                    let rejected = env
+                        .follow_up("inventory.reservation_rejected", INVENTORY)
+                        .aggregate("order", &order_id, env.aggregate.version)
+                        .data(serde_json::json!({"order_id": order_id, "sku": sku, "qty": qty, "available": available, "reason": "out_of_stock"}))
+                        .build();
+                    let msg =
+                        OutgoingMessage::from_envelope(&rejected, "inventory.reservation_rejected");
+                    self.store
+                        .enqueue(&mut *tx, &msg, &rejected.aggregate.key())
+                        .await?;
+                    effect::<S>(&mut *tx, INVENTORY, env, &order_id, "rejected").await?;
+                    InventoryResult::Rejected
+                } else {
+                    sqlx::query("UPDATE shop_stock SET available = available - $1 WHERE sku = $2")
+                        .bind(qty)
+                        .bind(sku.clone())
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                    sqlx::query(
+                        "INSERT INTO shop_reservations (order_id, sku, qty, status) VALUES ($1, $2, $3, 'reserved')",
+                    )
+                    .bind(order_id.clone())
+                    .bind(sku)
+                    .bind(qty)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+                    effect::<S>(&mut *tx, INVENTORY, env, &order_id, "reserved").await?;
+                    InventoryResult::Applied
+                }
+            }
+            "order.cancelled" => {
+                let released: Option<(String, i64)> = sqlx::query_as(
+                    "UPDATE shop_reservations SET status = 'released' WHERE order_id = $1 AND status = 'reserved' RETURNING sku, qty",
+                )
+                .bind(order_id.clone())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+                if let Some((sku, qty)) = released {
+                    sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
+                        .bind(qty)
+                        .bind(sku)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db)?;
+                }
+                effect::<S>(&mut *tx, INVENTORY, env, &order_id, "cancelled").await?;
+                InventoryResult::Applied
+            }
+            other => return Err(bad(format!("inventory does not handle {other}"))),
+        };
+        sqlx::query(
+            "INSERT INTO shop_versions (order_id, version) VALUES ($1, $2) ON CONFLICT (order_id) DO UPDATE SET version = excluded.version",
+        )
+        .bind(order_id)
+        .bind(version(env))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        Ok((result, true))
     }
 }
 

@@ -42,6 +42,7 @@ fn worker_args(args: &SoakArgs, role: &str, id: u32) -> Vec<OsString> {
     ]);
     v.extend(["--messages".into(), args.messages.to_string().into()]);
     v.extend(["--rate".into(), args.rate.to_string().into()]);
+    v.extend(["--batch-size".into(), args.batch_size.to_string().into()]);
     for (flag, val) in [
         ("--transient-share", args.transient_share),
         ("--poison-share", args.poison_share),
@@ -92,10 +93,14 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
         .then(|| faults::Restart::of(transport, args.restart_command.as_deref()))
         .transpose()?;
     eprintln!(
-        "postroom soak: {} messages, {} relay(s), {} consumer(s), a SIGKILL every {} s, database {database}{}",
+        "postroom soak: {} messages, {} relay(s), {} consumer(s){}, a SIGKILL every {} s, database {database}{}",
         args.messages,
         args.relays,
         args.consumers,
+        match args.batch_size {
+            0 => String::new(),
+            n => format!(" (batches of up to {n})"),
+        },
         args.kill_every,
         broker
             .as_ref()
@@ -221,6 +226,8 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
     report.duplicates_absorbed = facts.duplicates_absorbed;
     report.retried_calls = facts.calls_by_attempt.values().sum();
     report.stock_consistent = facts.stock_consistent;
+    report.batch_size = args.batch_size;
+    report.largest_batch = facts.largest_batch;
     report.throughput_msgs_per_s = facts.messages as f64 / report.elapsed_s.max(0.001);
     let mut f = Vec::new();
     if timed_out {

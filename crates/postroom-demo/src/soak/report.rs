@@ -41,6 +41,10 @@ pub struct SoakReport {
     pub retried_calls: u64,
     /// Stock matches reservations.
     pub stock_consistent: bool,
+    /// Most messages per inventory transaction the consumers were allowed (0: one each).
+    pub batch_size: u32,
+    /// Most messages an inventory transaction applied (0: the per-message consumer ran).
+    pub largest_batch: u64,
     /// Seconds from start to quiescence.
     pub elapsed_s: f64,
     /// Messages per second over the run.
@@ -88,6 +92,13 @@ impl SoakReport {
         );
         crate::verdict::row(23, "duplicates absorbed", r.duplicates_absorbed);
         crate::verdict::row(23, "retried handler calls", r.retried_calls);
+        if r.batch_size > 0 {
+            crate::verdict::row(
+                23,
+                "largest batch",
+                format!("{} (at most {})", r.largest_batch, r.batch_size),
+            );
+        }
         crate::verdict::row(23, "lost", r.lost);
         crate::verdict::row(23, "duplicate effects", r.duplicate_effects);
         crate::verdict::row(23, "out-of-order effects", r.order_violations);

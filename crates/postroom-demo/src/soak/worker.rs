@@ -8,8 +8,9 @@ use crate::shop::handlers::{HashedFaults, InventoryHandler, RejectionHandler};
 use crate::shop::{INVENTORY, INVENTORY_TOPICS, NewOrder, ORDERS, ORDERS_TOPICS};
 use crate::stack::{Stack, open_child};
 use postroom_core::{
-    BreakerConfig, Consumer, ConsumerConfig, EnvelopeDecoder, MessageId, OutboxRelay,
-    OutgoingMessage, RelayConfig, RetryLadder, RetryPolicy, Route,
+    BatchConfig, BatchConsumer, BreakerConfig, Consumer, ConsumerConfig, EnvelopeDecoder,
+    MessageId, Ordering, OutboxRelay, OutgoingMessage, RelayConfig, RetryLadder, RetryPolicy,
+    Route,
 };
 use postroom_ops::{OpsError, OpsResult};
 use std::sync::Arc;
@@ -34,7 +35,12 @@ pub fn unit(i: u64, salt: u64) -> f64 {
 
 /// Run one soak process.
 pub async fn run(args: SoakWorkerArgs) -> OpsResult {
-    let (stack, ladder) = open_child(&args.child, LEASE, 16).await?;
+    // The batched consumer's lanes each gather a batch: room in flight for two batches.
+    let prefetch = match args.batch_size {
+        0 => 16,
+        n => (n as usize * 2).clamp(16, 256),
+    };
+    let (stack, ladder) = open_child(&args.child, LEASE, prefetch).await?;
     match args.role.as_str() {
         "producer" => produce(&stack, &args).await,
         "relay" => {
@@ -86,14 +92,19 @@ async fn consume(stack: &Stack, args: &SoakWorkerArgs, ladder: RetryLadder) -> O
         share: args.transient_share,
         times: 2,
     });
-    let inventory = Consumer::new(
-        icfg,
-        Arc::new(InventoryHandler {
-            db: stack.shop.clone(),
-            crash_order: None,
-            hashed,
-        }),
-    );
+    let handler = Arc::new(InventoryHandler {
+        db: stack.shop.clone(),
+        crash_order: None,
+        hashed,
+    });
+    let batch = (args.batch_size > 0).then_some(BatchConfig {
+        max_size: args.batch_size as usize,
+        linger: Duration::from_millis(20),
+    });
+    if batch.is_some() {
+        // One key in one lane, in order: a batch never holds a key another lane is applying.
+        icfg.ordering = Ordering::PerKey;
+    }
     let mut ocfg = ConsumerConfig::new(
         ORDERS,
         EnvelopeDecoder::new().accept("inventory.reservation_rejected", 1..=1),
@@ -110,7 +121,13 @@ async fn consume(stack: &Stack, args: &SoakWorkerArgs, ladder: RetryLadder) -> O
     let osub = stack.subscribe(ORDERS, ORDERS_TOPICS).await?;
     println!("READY consumer {}", std::process::id());
     let stop2 = stop.clone();
-    tokio::join!(inventory.run(isub, stop), orders.run(osub, stop2));
+    let inventory = async move {
+        match batch {
+            Some(batch) => BatchConsumer::new(icfg, batch, handler).run(isub, stop).await,
+            None => Consumer::new(icfg, handler).run(isub, stop).await,
+        }
+    };
+    tokio::join!(inventory, orders.run(osub, stop2));
     Ok(())
 }
 
