@@ -121,7 +121,10 @@ async fn exercise_batch(shop: &dyn ShopDb) -> (Vec<InventoryResult>, ShopFacts) 
     shop.create_orders(&orders, "test").await.unwrap();
     let e: Vec<_> = orders.iter().flat_map(|o| o.events("test")).collect();
     // e: o-1 created, o-2 created, o-3 created, o-3 cancelled, o-4 created, o-4 cancelled.
-    assert_eq!(shop.apply_inventory(&e[0]).await.unwrap(), InventoryResult::Applied);
+    assert_eq!(
+        shop.apply_inventory(&e[0]).await.unwrap(),
+        InventoryResult::Applied
+    );
     let batch = [&e[5], &e[0], &e[1], &e[2], &e[3], &e[2], &e[4]];
     let results = shop.apply_inventory_batch(&batch).await.unwrap();
     // The cancellation of o-4 before its order waited; it applies in a later batch.
@@ -137,7 +140,10 @@ async fn a_batch_gives_each_message_its_own_result_on_sqlite_and_postgres() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("shop.db");
     let db = TestDb::create().await;
-    for shop in [shop_at(file.to_str().unwrap()).await, shop_at(&db.url).await] {
+    for shop in [
+        shop_at(file.to_str().unwrap()).await,
+        shop_at(&db.url).await,
+    ] {
         let (results, facts) = exercise_batch(shop.as_ref()).await;
         assert_eq!(
             results,

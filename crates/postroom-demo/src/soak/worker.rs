@@ -123,7 +123,11 @@ async fn consume(stack: &Stack, args: &SoakWorkerArgs, ladder: RetryLadder) -> O
     let stop2 = stop.clone();
     let inventory = async move {
         match batch {
-            Some(batch) => BatchConsumer::new(icfg, batch, handler).run(isub, stop).await,
+            Some(batch) => {
+                BatchConsumer::new(icfg, batch, handler)
+                    .run(isub, stop)
+                    .await
+            }
             None => Consumer::new(icfg, handler).run(isub, stop).await,
         }
     };
