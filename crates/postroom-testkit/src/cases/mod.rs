@@ -3,6 +3,8 @@
 //! earlier than".
 
 pub mod batch;
+#[cfg(all(feature = "postgres", feature = "own-servers"))]
+pub mod breaker;
 pub mod crash_loop;
 pub mod delivery;
 pub mod errors;
