@@ -9,7 +9,8 @@ mod common;
 use common::{TestRabbit, eventually, order};
 use postroom_core::consumer::Consumer;
 use postroom_core::failpoint::{self, Action};
-use postroom_core::{ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, Publisher};
+use postroom_core::{OutgoingMessage, Publisher};
+use postroom_testkit::cases::database_outage;
 use postroom_testkit::running::{Running, spawn};
 use postroom_testkit::servers::CuttablePath;
 use postroom_testkit::stores::pg_effects::{PgEffectsDb, inventory_config};
@@ -20,108 +21,20 @@ use std::time::Duration;
 async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks() {
     let rabbit = TestRabbit::new("1s,2s").await;
     rabbit.add_consumer("inventory", &["order.created"]).await;
-    let db = PgEffectsDb::fresh().await;
-    let path = CuttablePath::to_postgres().await;
-    path.down();
-    let h = db.handler(path.port);
-    let publisher = rabbit.publisher();
-    let Running { stop, task, stats } = spawn(
-        Consumer::new(inventory_config("1s,2s"), h.clone()),
-        rabbit.subscriber("inventory", 4, publisher.clone()),
-    );
-    let env = order("down-1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            !stats.snapshot().parked_by_code.is_empty()
-        })
-        .await,
-        "parked"
-    );
-    // Nothing more arrives: no hot requeue loop.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let _ = stop.send(true);
-    task.await.unwrap();
-    let calls = h.calls.lock().unwrap().clone();
-    assert_eq!(
-        calls.iter().map(|c| c.0).collect::<Vec<_>>(),
-        vec![0, 1, 2],
-        "one delivery per stage, then parked"
-    );
-    // Each retry measured from the return of the attempt that failed, not from its entry
-    // (the failed attempt's handling time would hide a retry that came early).
-    let returned = h.returned.lock().unwrap().clone();
-    assert!(
-        calls[1].1 - returned[0] >= Duration::from_secs(1),
-        "stage 1s kept its delay"
-    );
-    assert!(
-        calls[2].1 - returned[1] >= Duration::from_secs(2),
-        "stage 2s kept its delay"
-    );
-    let s = stats.snapshot();
-    assert_eq!(s.retries_by_stage.get(&0), Some(&1));
-    assert_eq!(s.retries_by_stage.get(&1), Some(&1));
-    // The parked message carries the diagnostics of a lost database.
-    let (store, _dir) = common::sqlite().await;
-    let n = rabbit
-        .ingest("inventory", store.clone(), Duration::from_secs(1))
-        .await
-        .unwrap();
-    assert_eq!(n, 1);
-    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
-    assert_eq!(p.message_id, env.id);
-    assert_eq!(p.attempts, 3);
-    assert_eq!(p.error_class, ErrorClass::Transient);
-    assert!(
-        ["connection", "timeout", "io"].contains(&p.error_code.as_str()),
-        "{}",
-        p.error_code
-    );
-    path.restore();
-    assert_eq!(db.effects("down-1").await, 0);
+    database_outage::postgres_down_longer_than_the_budget_walks_every_stage_then_parks(Arc::new(
+        rabbit.transport(),
+    ))
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_back_before_the_budget_ends_is_processed_once() {
     let rabbit = TestRabbit::new("1s,3s").await;
     rabbit.add_consumer("inventory", &["order.created"]).await;
-    let db = PgEffectsDb::fresh().await;
-    let path = CuttablePath::to_postgres().await;
-    path.down();
-    let h = db.handler(path.port);
-    let publisher = rabbit.publisher();
-    let Running { stop, task, stats } = spawn(
-        Consumer::new(inventory_config("1s,3s"), h.clone()),
-        rabbit.subscriber("inventory", 4, publisher.clone()),
-    );
-    let env = order("back-1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            h.calls.lock().unwrap().len() >= 2
-        })
-        .await,
-        "two failed attempts"
-    );
-    path.restore();
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            stats.snapshot().applied == 1
-        })
-        .await,
-        "processed after recovery"
-    );
-    let _ = stop.send(true);
-    task.await.unwrap();
-    assert!(stats.snapshot().parked_by_code.is_empty());
-    assert_eq!(db.effects("back-1").await, 1);
+    database_outage::postgres_back_before_the_budget_ends_is_processed_once(Arc::new(
+        rabbit.transport(),
+    ))
+    .await;
 }
 
 /// The library's own retry path: the handler fails (PostgreSQL is unreachable), the consumer

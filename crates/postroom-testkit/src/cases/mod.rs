@@ -6,6 +6,8 @@ pub mod batch;
 #[cfg(all(feature = "postgres", feature = "own-servers"))]
 pub mod breaker;
 pub mod crash_loop;
+#[cfg(all(feature = "postgres", feature = "sqlite"))]
+pub mod database_outage;
 pub mod delivery;
 pub mod errors;
 pub mod redrive;

@@ -1,0 +1,151 @@
+//! The source article's fault tests that need the business database, on any transport: the
+//! handler claims the inbox row and applies the effect in one PostgreSQL transaction, and
+//! PostgreSQL "goes down" for the handler by cutting a TCP path to the real server (a loopback
+//! forwarder the test owns), never by stopping the shared server.
+//!
+//! The transport's consumer `inventory` must receive `order.created`; a transport with fixed
+//! stage delays must keep the stages of the ladder the scenario names.
+
+use crate::running::{Running, spawn};
+use crate::servers::CuttablePath;
+use crate::stores::pg_effects::{PgEffect, PgEffectsDb, inventory_config};
+use postroom_core::consumer::Consumer;
+use postroom_core::parking::ingest::ingest_dead_letters;
+use postroom_core::{
+    Envelope, ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, Subscription, Transport,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Subscribe `inventory` (prefetch 4) and run a consumer with `ladder` (as many retries as
+/// stages).
+async fn run(transport: &dyn Transport, h: Arc<PgEffect>, ladder: &str) -> Running {
+    let consumer =
+        Consumer::for_transport(inventory_config(ladder), h, &transport.capabilities()).unwrap();
+    let sub = transport
+        .subscribe(&Subscription::new("inventory", &["order.created"]).prefetch(4))
+        .await
+        .unwrap();
+    spawn(consumer, sub)
+}
+
+fn order(id: &str) -> Envelope {
+    Envelope::builder("order.created", "tests")
+        .aggregate("order", id, 1)
+        .data(serde_json::json!({ "order_id": id }))
+        .build()
+}
+
+async fn publish(transport: &dyn Transport, env: &Envelope) {
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(env, "order.created"))
+        .await
+        .unwrap();
+}
+
+async fn wait(timeout: Duration, what: &str, cond: impl Fn() -> bool) {
+    assert!(
+        super::wait_for(timeout, || std::future::ready(cond())).await,
+        "timed out after {timeout:?} waiting for {what}"
+    );
+}
+
+/// PostgreSQL down longer than the budget of the ladder `1s,2s`: one delivery per stage, each
+/// no earlier than the failed attempt's return plus the stage's delay, then the message is
+/// parked with the diagnostics of a lost database (ingested from the transport's dead-letter
+/// place into a parking store); no effect.
+pub async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks(
+    transport: Arc<dyn Transport>,
+) {
+    let db = PgEffectsDb::fresh().await;
+    let path = CuttablePath::to_postgres().await;
+    path.down();
+    let h = db.handler(path.port);
+    let Running { stop, task, stats } = run(transport.as_ref(), h.clone(), "1s,2s").await;
+    let env = order("down-1");
+    publish(transport.as_ref(), &env).await;
+    wait(Duration::from_secs(30), "the message to be parked", || {
+        !stats.snapshot().parked_by_code.is_empty()
+    })
+    .await;
+    // Nothing more arrives: no hot loop.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    let calls = h.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![0, 1, 2],
+        "one delivery per stage, then parked"
+    );
+    // Each retry measured from the return of the attempt that failed, not from its entry
+    // (the failed attempt's handling time would hide a retry that came early).
+    let returned = h.returned.lock().unwrap().clone();
+    assert!(
+        calls[1].1 - returned[0] >= Duration::from_secs(1),
+        "stage 1s kept its delay"
+    );
+    assert!(
+        calls[2].1 - returned[1] >= Duration::from_secs(2),
+        "stage 2s kept its delay"
+    );
+    let s = stats.snapshot();
+    assert_eq!(s.retries_by_stage.get(&0), Some(&1));
+    assert_eq!(s.retries_by_stage.get(&1), Some(&1));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        postroom_sqlite::SqliteStore::open(dir.path().join("parking.db"))
+            .await
+            .unwrap(),
+    );
+    let n = ingest_dead_letters(
+        transport.as_ref(),
+        "inventory",
+        store.clone(),
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 1, "one record ingested");
+    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
+    assert_eq!(p.message_id, env.id);
+    assert_eq!(p.attempts, 3);
+    assert_eq!(p.error_class, ErrorClass::Transient);
+    assert!(
+        ["connection", "timeout", "io"].contains(&p.error_code.as_str()),
+        "{}",
+        p.error_code
+    );
+    assert!(
+        p.first_failure_at <= p.parked_at - chrono::Duration::seconds(2),
+        "the first failure time is the first delivery's, kept across the retries"
+    );
+    path.restore();
+    assert_eq!(db.effects("down-1").await, 0);
+}
+
+/// PostgreSQL back before the budget of the ladder `1s,3s` ends: two failed attempts, then
+/// the message is applied once and nothing is parked.
+pub async fn postgres_back_before_the_budget_ends_is_processed_once(transport: Arc<dyn Transport>) {
+    let db = PgEffectsDb::fresh().await;
+    let path = CuttablePath::to_postgres().await;
+    path.down();
+    let h = db.handler(path.port);
+    let Running { stop, task, stats } = run(transport.as_ref(), h.clone(), "1s,3s").await;
+    let env = order("back-1");
+    publish(transport.as_ref(), &env).await;
+    wait(Duration::from_secs(15), "two failed attempts", || {
+        h.calls.lock().unwrap().len() >= 2
+    })
+    .await;
+    path.restore();
+    wait(Duration::from_secs(20), "processing after recovery", || {
+        stats.snapshot().applied == 1
+    })
+    .await;
+    let _ = stop.send(true);
+    task.await.unwrap();
+    assert!(stats.snapshot().parked_by_code.is_empty());
+    assert_eq!(db.effects("back-1").await, 1);
+}
