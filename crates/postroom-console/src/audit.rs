@@ -35,7 +35,7 @@ impl Auditor {
             target: target.to_string(),
             detail,
         };
-        self.backend.append_audit(&entry).await?;
+        self.backend.lot().append_audit(&entry).await?;
         metrics::counter!(cm::AUDIT_EVENTS, "action" => action.to_string()).increment(1);
         tracing::info!(actor, action, target, "audited");
         Ok(())

@@ -135,7 +135,8 @@ pub async fn sample(
     for name in probe.consumers().await? {
         let figures = probe.consumer(&name).await?;
         let waiting = parking
-            .count(&ParkingQuery {
+            .lot()
+            .count_parked(&ParkingQuery {
                 filter: ParkingFilter {
                     consumer: Some(name.clone()),
                     ..ParkingFilter::default()

@@ -111,6 +111,7 @@ fn queries() -> Vec<ParkingQuery> {
 
 /// Park the records, archive two, and compare every query with the reference.
 async fn check_semantics(store: &dyn ParkingStore, console: &dyn ParkingConsole) {
+    let console = console.lot();
     let rs = records();
     for r in &rs {
         store.park(r).await.expect("park");
@@ -122,7 +123,7 @@ async fn check_semantics(store: &dyn ParkingStore, console: &dyn ParkingConsole)
     let purge_after = Utc::now() + chrono::Duration::days(1);
     assert_eq!(
         console
-            .archive(&archived, "test", purge_after)
+            .archive_parked(&archived, "test", purge_after)
             .await
             .unwrap(),
         2
@@ -139,7 +140,7 @@ async fn check_semantics(store: &dyn ParkingStore, console: &dyn ParkingConsole)
             .map(|r| r.message_id)
             .collect();
         let got: BTreeSet<MessageId> = console
-            .query(&q, 0, 100)
+            .query_parked(&q, 0, 100)
             .await
             .unwrap()
             .iter()
@@ -147,18 +148,24 @@ async fn check_semantics(store: &dyn ParkingStore, console: &dyn ParkingConsole)
             .collect();
         assert_eq!(got, want, "query {q:?}");
         assert_eq!(
-            console.count(&q).await.unwrap(),
+            console.count_parked(&q).await.unwrap(),
             want.len() as u64,
             "count {q:?}"
         );
-        let summaries = console.summaries(&q, 100).await.unwrap();
+        let summaries = console.parked_summaries(&q, 100).await.unwrap();
         assert_eq!(summaries.len(), want.len(), "summaries {q:?}");
     }
     // Parking an archived message again shows it again.
     let mut again = rs[1].clone();
     again.parked_at += chrono::Duration::seconds(1);
     store.park(&again).await.unwrap();
-    assert_eq!(console.count(&ParkingQuery::default()).await.unwrap(), 7);
+    assert_eq!(
+        console
+            .count_parked(&ParkingQuery::default())
+            .await
+            .unwrap(),
+        7
+    );
     // Purge deletes archived copies only once their retention ended.
     assert_eq!(console.purge_archived(Utc::now()).await.unwrap(), 0);
     assert_eq!(console.purgeable(purge_after).await.unwrap(), 1);

@@ -14,16 +14,19 @@ pub use postgres::PgBackend;
 pub use sqlite::SqliteBackend;
 pub use store::{ConsoleStore, StoreBackend};
 
-use chrono::{DateTime, Utc};
 use postroom_core::{
-    AuditEntry, Backlog, MessageId, ParkedMessage, ParkedSummary, ParkingQuery, ParkingStore,
-    Publisher, Result, RunControl, async_trait,
+    AuditLog, Backlog, ParkingArchive, ParkingStore, Publisher, Result, async_trait,
 };
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The parking lot as the console uses it.
-#[async_trait]
+/// A parking lot with what a console needs beyond [`ParkingStore`]: listings, the archive
+/// and the audit (every store's parking lot is one).
+pub trait ConsoleParking: ParkingStore + ParkingArchive + AuditLog + 'static {}
+
+impl<T: ParkingStore + ParkingArchive + AuditLog + 'static> ConsoleParking for T {}
+
+/// The parking lot as the console uses it, and where redriven messages go.
 pub trait ParkingConsole: Send + Sync + 'static {
     /// The parking store (redrive runs are recorded and executed through it).
     fn store(&self) -> Arc<dyn ParkingStore>;
@@ -31,45 +34,8 @@ pub trait ParkingConsole: Send + Sync + 'static {
     /// Where redriven messages are published (the transport their consumers read).
     fn publisher(&self) -> Arc<dyn Publisher>;
 
-    /// Copies matching `q`, newest first, skipping `offset`, at most `limit`.
-    async fn query(
-        &self,
-        q: &ParkingQuery,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<ParkedMessage>>;
-
-    /// How many copies match `q`.
-    async fn count(&self, q: &ParkingQuery) -> Result<u64>;
-
-    /// Summaries of the copies matching `q`, newest first, at most `limit`.
-    async fn summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>>;
-
-    /// Archive these copies until `purge_after`; returns how many were archived.
-    async fn archive(
-        &self,
-        items: &[(String, MessageId)],
-        operator: &str,
-        purge_after: DateTime<Utc>,
-    ) -> Result<u64>;
-
-    /// Archived copies whose retention ended before `now`.
-    async fn purgeable(&self, now: DateTime<Utc>) -> Result<u64>;
-
-    /// Delete archived copies whose retention ended before `now`; returns how many.
-    async fn purge_archived(&self, now: DateTime<Utc>) -> Result<u64>;
-
-    /// Append to the audit.
-    async fn append_audit(&self, entry: &AuditEntry) -> Result<i64>;
-
-    /// Audit entries, newest first; only about `target` when given.
-    async fn audit(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>>;
-
-    /// Store the control of a run.
-    async fn save_run_control(&self, control: &RunControl) -> Result<()>;
-
-    /// The control of a run.
-    async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>>;
+    /// The parking lot's listings, archive, audit and redrive-run controls.
+    fn lot(&self) -> &dyn ConsoleParking;
 }
 
 /// Figures of one consumer right now.

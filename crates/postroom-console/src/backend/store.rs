@@ -2,11 +2,10 @@
 //! any transport as the place redrives go and backlogs are read (the store's table queue, or
 //! a broker). One body serves every store; what differs between them is [`ConsoleStore`].
 
-use super::{ConsumerFigures, ParkingConsole, PipelineProbe};
+use super::{ConsoleParking, ConsumerFigures, ParkingConsole, PipelineProbe};
 use chrono::{DateTime, Utc};
 use postroom_core::{
-    AuditEntry, AuditLog, MessageId, ParkedMessage, ParkedSummary, ParkingArchive, ParkingQuery,
-    ParkingStore, Publisher, Result, RunControl, Transport, async_trait,
+    AuditLog, ParkingArchive, ParkingStore, Publisher, Result, Transport, async_trait,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +61,6 @@ impl<S: ConsoleStore> StoreBackend<S> {
     }
 }
 
-#[async_trait]
 impl<S: ConsoleStore> ParkingConsole for StoreBackend<S> {
     fn store(&self) -> Arc<dyn ParkingStore> {
         Arc::new(self.parking.clone())
@@ -72,56 +70,8 @@ impl<S: ConsoleStore> ParkingConsole for StoreBackend<S> {
         self.transport.publisher()
     }
 
-    async fn query(
-        &self,
-        q: &ParkingQuery,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<ParkedMessage>> {
-        self.parking.query_parked(q, offset, limit).await
-    }
-
-    async fn count(&self, q: &ParkingQuery) -> Result<u64> {
-        self.parking.count_parked(q).await
-    }
-
-    async fn summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>> {
-        self.parking.parked_summaries(q, limit).await
-    }
-
-    async fn archive(
-        &self,
-        items: &[(String, MessageId)],
-        operator: &str,
-        purge_after: DateTime<Utc>,
-    ) -> Result<u64> {
-        self.parking
-            .archive_parked(items, operator, purge_after)
-            .await
-    }
-
-    async fn purgeable(&self, now: DateTime<Utc>) -> Result<u64> {
-        self.parking.purgeable(now).await
-    }
-
-    async fn purge_archived(&self, now: DateTime<Utc>) -> Result<u64> {
-        self.parking.purge_archived(now).await
-    }
-
-    async fn append_audit(&self, entry: &AuditEntry) -> Result<i64> {
-        self.parking.append_audit(entry).await
-    }
-
-    async fn audit(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>> {
-        self.parking.audit_entries(target, limit).await
-    }
-
-    async fn save_run_control(&self, control: &RunControl) -> Result<()> {
-        self.parking.save_run_control(control).await
-    }
-
-    async fn run_control(&self, run_id: &str) -> Result<Option<RunControl>> {
-        self.parking.run_control(run_id).await
+    fn lot(&self) -> &dyn ConsoleParking {
+        &self.parking
     }
 }
 

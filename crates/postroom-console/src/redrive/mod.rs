@@ -119,7 +119,7 @@ impl Runs {
             joined: 0,
             error: None,
         };
-        self.backend.save_run_control(&control).await?;
+        self.backend.lot().save_run_control(&control).await?;
         self.audit
             .record(
                 actor,
@@ -202,7 +202,7 @@ impl Runs {
         {
             tracing::warn!(run_id = %control.run_id, error = %e, "cannot audit the end of a redrive run");
         }
-        if let Err(e) = self.backend.save_run_control(&control).await {
+        if let Err(e) = self.backend.lot().save_run_control(&control).await {
             tracing::warn!(run_id = %control.run_id, error = %e, "cannot store the end of a redrive run");
         }
         metrics::counter!(cm::REDRIVE_RUNS, "event" => control.state.as_str()).increment(1);
@@ -221,7 +221,7 @@ impl Runs {
             },
             ..ParkingQuery::default()
         };
-        let rows = self.backend.summaries(&q, JOIN_SCAN).await?;
+        let rows = self.backend.lot().parked_summaries(&q, JOIN_SCAN).await?;
         Ok(rows.iter().filter(|s| &fingerprint(s) == key).count() as u64)
     }
 
@@ -232,12 +232,17 @@ impl Runs {
         run_id: &str,
         action: RunAction,
     ) -> Result<RunControl> {
-        let mut control = self.backend.run_control(run_id).await?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("run {run_id} was not started from the console"),
-            )
-        })?;
+        let mut control = self
+            .backend
+            .lot()
+            .run_control(run_id)
+            .await?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!("run {run_id} was not started from the console"),
+                )
+            })?;
         if control.state.is_final() {
             return Err(Error::new(
                 ErrorKind::Config,
@@ -265,7 +270,7 @@ impl Runs {
         };
         control.updated_at = Utc::now();
         control.error = None;
-        self.backend.save_run_control(&control).await?;
+        self.backend.lot().save_run_control(&control).await?;
         self.audit
             .record(
                 actor,
@@ -286,7 +291,7 @@ impl Runs {
         let Some(run) = self.backend.store().redrive_run(run_id).await? else {
             return Ok(None);
         };
-        let mut control = self.backend.run_control(run_id).await?;
+        let mut control = self.backend.lot().run_control(run_id).await?;
         if let Some(c) = control.as_mut()
             && !c.state.is_final()
         {

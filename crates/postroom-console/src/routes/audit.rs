@@ -14,7 +14,12 @@ pub(crate) async fn show(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let p = Params::query(raw.as_deref());
-    let entries = match state.parking.audit(p.get("target"), 500).await {
+    let entries = match state
+        .parking
+        .lot()
+        .audit_entries(p.get("target"), 500)
+        .await
+    {
         Ok(e) => e,
         Err(e) => return failure(&s, &e),
     };

@@ -111,8 +111,8 @@ pub(crate) async fn list(
     };
     let offset: usize = p.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
     let (total, ms) = match tokio::try_join!(
-        state.parking.count(&q),
-        state.parking.query(&q, offset, PAGE)
+        state.parking.lot().count_parked(&q),
+        state.parking.lot().query_parked(&q, offset, PAGE)
     ) {
         Ok(r) => r,
         Err(e) => return failure(&s, &e),
@@ -157,7 +157,7 @@ pub(crate) async fn groups(
         Ok(q) => q,
         Err(e) => return failure(&s, &e),
     };
-    let summaries = match state.parking.summaries(&q, GROUP_SCAN).await {
+    let summaries = match state.parking.lot().parked_summaries(&q, GROUP_SCAN).await {
         Ok(r) => r,
         Err(e) => return failure(&s, &e),
     };
@@ -224,7 +224,7 @@ pub(crate) async fn group(
         },
         ..ParkingQuery::default()
     };
-    let ms = match state.parking.query(&q, 0, PAGE).await {
+    let ms = match state.parking.lot().query_parked(&q, 0, PAGE).await {
         Ok(r) => r,
         Err(e) => return failure(&s, &e),
     };
@@ -278,9 +278,9 @@ pub(crate) async fn archived(
     q.filter.include_redriven = true;
     let now = Utc::now();
     let r = tokio::try_join!(
-        state.parking.count(&q),
-        state.parking.query(&q, 0, PAGE),
-        state.parking.purgeable(now)
+        state.parking.lot().count_parked(&q),
+        state.parking.lot().query_parked(&q, 0, PAGE),
+        state.parking.lot().purgeable(now)
     );
     let (total, ms, purgeable) = match r {
         Ok(r) => r,
@@ -320,7 +320,8 @@ pub(crate) async fn archive(
         + chrono::Duration::from_std(state.retention).unwrap_or(chrono::Duration::days(30));
     let n = match state
         .parking
-        .archive(&sel.items, s.name(), purge_after)
+        .lot()
+        .archive_parked(&sel.items, s.name(), purge_after)
         .await
     {
         Ok(n) => n,
@@ -358,7 +359,7 @@ pub(crate) async fn purge(state: State, Extension(s): Extension<Session>) -> Res
         return r;
     }
     let now = Utc::now();
-    let n = match state.parking.purge_archived(now).await {
+    let n = match state.parking.lot().purge_archived(now).await {
         Ok(n) => n,
         Err(e) => return failure(&s, &e),
     };

@@ -158,7 +158,7 @@ pub(crate) async fn runs(state: State, Extension(s): Extension<Session>) -> Resp
         r#"<table class="runs" id="runs"><thead><tr><th>Run</th><th>Started</th><th>By</th><th>Progress</th><th>State</th><th>Rate</th></tr></thead><tbody>"#,
     );
     for r in &runs {
-        let control = state.parking.run_control(&r.id).await.ok().flatten();
+        let control = state.parking.lot().run_control(&r.id).await.ok().flatten();
         let _ = write!(
             table,
             r#"<tr><td><a href="/runs/{id}">{id}</a></td><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>"#,
@@ -195,7 +195,12 @@ pub(crate) async fn show(
         }
         Err(e) => return failure(&s, &e),
     };
-    let audit = state.parking.audit(Some(&id), 50).await.unwrap_or_default();
+    let audit = state
+        .parking
+        .lot()
+        .audit_entries(Some(&id), 50)
+        .await
+        .unwrap_or_default();
     let run = &status.run;
     let state_name = status
         .control

@@ -78,7 +78,8 @@ pub(crate) async fn find_group(
     key: &str,
 ) -> Result<Option<FailureGroup>> {
     let rows = parking
-        .summaries(&ParkingQuery::default(), GROUP_SCAN)
+        .lot()
+        .parked_summaries(&ParkingQuery::default(), GROUP_SCAN)
         .await?;
     Ok(group(&rows).into_iter().find(|g| g.key == key))
 }
