@@ -45,14 +45,9 @@ pub struct ServeArgs {
         long = "feed",
         env = "POSTROOM_CONSOLE_FEEDS",
         value_delimiter = ',',
-        value_name = "NAME=HOST:PORT",
-        value_parser = parse_feed
+        value_name = "NAME=HOST:PORT"
     )]
-    pub feeds: Vec<FeedTarget>,
-}
-
-fn parse_feed(s: &str) -> Result<FeedTarget, String> {
-    FeedTarget::parse(s).map_err(|e| e.message().to_string())
+    pub feeds: Vec<String>,
 }
 
 /// The feeds to watch: from the command line or environment, else from the config file;
@@ -70,7 +65,12 @@ fn feeds_to_watch(a: &ServeArgs, config: &ConfigFile) -> OpsResult<Vec<FeedTarge
             })
             .collect::<OpsResult<Vec<_>>>()?
     } else {
-        a.feeds.clone()
+        // Read here rather than by the argument parser, which would echo a refused value
+        // whole (a feed typed with a password in it, say).
+        a.feeds
+            .iter()
+            .map(|f| FeedTarget::parse(f).map_err(|e| OpsError::usage(e.message())))
+            .collect::<OpsResult<Vec<_>>>()?
     };
     feeds::check_unique(&feeds).map_err(|e| OpsError::usage(e.message()))?;
     Ok(feeds)

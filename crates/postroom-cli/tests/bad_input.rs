@@ -193,6 +193,17 @@ fn serve_refuses_bad_feeds() {
         &["serve", "--feed", "nats=127.0.0.1"],
         "the address has no port",
     );
+    // A feed typed like a broker URL, with a user and password: refused, never shown.
+    let (code, err) = run(
+        d,
+        &["serve", "--feed", "nats=app:hunter2secret@127.0.0.1:9466"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("takes no user or password"), "{err}");
+    assert!(
+        !err.contains("hunter2secret"),
+        "the password was shown: {err}"
+    );
     refused(
         d,
         &[

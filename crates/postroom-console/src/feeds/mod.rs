@@ -31,16 +31,26 @@ pub struct FeedTarget {
 impl FeedTarget {
     /// Read `NAME=HOST:PORT`.
     pub fn parse(s: &str) -> Result<Self> {
+        // A value with '@' may hold a user and password (typed as in a broker URL): it is
+        // refused without being shown.
+        let shown = if s.contains('@') {
+            "(not shown: it holds '@')".to_string()
+        } else {
+            format!("{s:?}")
+        };
         let bad = |why: &str| {
             Error::new(
                 ErrorKind::Config,
                 format!(
-                    "bad feed {s:?}: {why} (expected NAME=HOST:PORT, e.g. nats=127.0.0.1:9466)"
+                    "bad feed {shown}: {why} (expected NAME=HOST:PORT, e.g. nats=127.0.0.1:9466)"
                 ),
             )
         };
         let (name, addr) = s.trim().split_once('=').ok_or_else(|| bad("no '='"))?;
         let (name, addr) = (name.trim(), addr.trim());
+        if addr.contains('@') {
+            return Err(bad("a feed's address takes no user or password"));
+        }
         if name.is_empty() {
             return Err(bad("no name before '='"));
         }
@@ -319,11 +329,13 @@ mod tests {
             ("nats=127.0.0.1:0", "port"),
             ("nats=127.0.0.1:70000", "port"),
             ("nats=127.0.0.1:x", "port"),
+            ("nats=user:pw@127.0.0.1:9466", "no user or password"),
         ] {
             let e = FeedTarget::parse(bad).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Config);
             assert!(e.message().contains(why), "{bad:?}: {e}");
             assert!(e.message().contains("NAME=HOST:PORT"), "{bad:?}: {e}");
+            assert!(!e.message().contains("pw@"), "{bad:?}: {e}");
         }
         let two = [
             FeedTarget::parse("a=h:1").unwrap(),
