@@ -116,6 +116,21 @@ pub fn describe_url_error(e: &sqlx::Error) -> String {
     }
 }
 
+/// Run `sql`, a `DELETE` whose `$1` is an age in seconds (rows older than it go), on `pool`;
+/// returns how many rows went.
+pub(crate) async fn delete_older_than(
+    pool: &sqlx::PgPool,
+    sql: &str,
+    age: std::time::Duration,
+) -> postroom_core::Result<u64> {
+    let done = sqlx::query(sql)
+        .bind(age.as_secs_f64())
+        .execute(pool)
+        .await
+        .pg()?;
+    Ok(done.rows_affected())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

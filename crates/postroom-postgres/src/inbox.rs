@@ -101,12 +101,7 @@ pub async fn purge(pool: &PgPool, prefix: &TablePrefix, replay_window: Duration)
         "DELETE FROM {p}inbox WHERE processed_at < now() - make_interval(secs => $1)",
         p = prefix
     );
-    let done = sqlx::query(&sql)
-        .bind(replay_window.as_secs_f64())
-        .execute(pool)
-        .await
-        .pg()?;
-    Ok(done.rows_affected())
+    crate::error::delete_older_than(pool, &sql, replay_window).await
 }
 
 /// What redrive asks before it sends a parked message back: the inbox, and the rows the

@@ -31,12 +31,7 @@ impl PgLastErrors {
             "DELETE FROM {p}last_errors WHERE at < now() - make_interval(secs => $1)",
             p = self.prefix
         );
-        let done = sqlx::query(&sql)
-            .bind(older_than.as_secs_f64())
-            .execute(&self.pool)
-            .await
-            .pg()?;
-        Ok(done.rows_affected())
+        crate::error::delete_older_than(&self.pool, &sql, older_than).await
     }
 }
 

@@ -217,12 +217,7 @@ impl InboxQueue {
             "DELETE FROM {p}inbox_queue WHERE status = 'done' AND done_at < now() - make_interval(secs => $1)",
             p = self.prefix
         );
-        let done = sqlx::query(&sql)
-            .bind(older_than.as_secs_f64())
-            .execute(&self.pool)
-            .await
-            .pg()?;
-        Ok(done.rows_affected())
+        crate::error::delete_older_than(&self.pool, &sql, older_than).await
     }
 
     /// Rows not yet done or parked.

@@ -439,12 +439,7 @@ impl OutboxStore for PgOutbox {
             "DELETE FROM {p}outbox WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => $1)",
             p = self.prefix
         );
-        let done = sqlx::query(&sql)
-            .bind(older_than.as_secs_f64())
-            .execute(&self.pool)
-            .await
-            .pg()?;
-        Ok(done.rows_affected())
+        crate::error::delete_older_than(&self.pool, &sql, older_than).await
     }
 
     async fn pending(&self) -> Result<u64> {
