@@ -1,29 +1,14 @@
 //! The CLI on NATS JetStream: topology plan/apply over the JetStream API (an update made in
 //! place, a conflict refused), and the demo with its invariants, its relay publishing with
-//! `Nats-Msg-Id` = the message id. The shared server (`POSTROOM_TEST_NATS`); a missing one
-//! fails.
+//! `Nats-Msg-Id` = the message id, and parking ingest, list and redrive through the parking
+//! stream. The shared server (`POSTROOM_TEST_NATS`); a missing one fails.
 
 mod common;
 
-use common::{postroom, run_for_report, workload};
-use postroom_nats::NatsConnection;
+use common::nats::{NatsWorkload, connect, prefix, url as nats};
+use common::{postroom, run_for_report};
 use postroom_nats::topology::reset::delete_workload;
 use std::path::Path;
-
-fn nats() -> String {
-    std::env::var("POSTROOM_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
-}
-
-/// A NATS workload prefix (stream names take no '.').
-fn prefix(tag: &str) -> String {
-    workload(tag).replace(['.', '-'], "_")
-}
-
-async fn connect() -> NatsConnection {
-    NatsConnection::connect(&nats(), "postroom-cli-tests")
-        .await
-        .unwrap_or_else(|e| panic!("NATS with JetStream is required at {} : {e}", nats()))
-}
 
 /// Run `postroom` off the async runtime; returns (success, stdout, stderr).
 async fn run(dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -178,4 +163,12 @@ fn a_nats_url_without_a_server_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("NATS"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parking_ingest_list_and_redrive_through_nats() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = NatsWorkload::start(dir.path(), "park").await;
+    common::parking::ingest_list_and_redrive(dir.path(), &place).await;
+    place.close().await;
 }

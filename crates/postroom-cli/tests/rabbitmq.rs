@@ -1,9 +1,10 @@
 //! The CLI on RabbitMQ: topology plan/apply through the management API, the demo with its
-//! invariants, parking ingest and redrive through the broker, and the short soak on
-//! PostgreSQL + RabbitMQ with a broker restart. Real servers; a missing one fails.
+//! invariants, and parking ingest, list and redrive through the broker. Real servers; a
+//! missing one fails.
 
 mod common;
 
+use common::rabbit::RabbitWorkload;
 use common::{amqp, cleanup, management_api, ok, postroom, run_for_report, workload};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -103,144 +104,8 @@ async fn demo_on_rabbitmq() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parking_ingest_list_and_redrive_through_rabbitmq() {
-    use postroom_core::{
-        Consumer, ConsumerConfig, Delivery, EnvelopeDecoder, MessageId, OutgoingMessage, Publisher,
-        Route, Subscriber,
-    };
     let dir = tempfile::tempdir().unwrap();
-    let prefix = workload("t");
-    let toml = format!(
-        "prefix = \"{prefix}\"\nexchange = \"{prefix}.orders\"\nladder = \"1s\"\n[[consumers]]\nname = \"c\"\nbindings = [\"t.#\"]\n"
-    );
-    std::fs::write(dir.path().join("topology.toml"), &toml).unwrap();
-    let config = postroom_rabbitmq::TopologyConfig::from_toml(&toml).unwrap();
-    let topology = postroom_rabbitmq::Topology::new(config.clone(), management_api()).unwrap();
-    topology.apply().await.unwrap();
-    let broker = postroom_rabbitmq::Broker::connect(&amqp()).await.unwrap();
-    let publisher = std::sync::Arc::new(postroom_rabbitmq::ConfirmingPublisher::new(
-        broker.clone(),
-        &config,
-    ));
-    // A corrupt message, parked by a real consumer into the parking queue.
-    let id = MessageId::new();
-    publisher
-        .publish(&OutgoingMessage {
-            id,
-            route: Route::Topic("t.x".into()),
-            headers: Default::default(),
-            body: b"{oops".to_vec(),
-        })
-        .await
-        .unwrap();
-    let sub = postroom_rabbitmq::RabbitSubscriber::new(
-        broker.clone(),
-        publisher.clone(),
-        &config,
-        "c",
-        postroom_rabbitmq::SubscriberOptions::new(4),
-    )
-    .unwrap();
-    struct Never;
-    #[async_trait::async_trait]
-    impl postroom_core::Handler for Never {
-        async fn handle(
-            &self,
-            _: &postroom_core::Incoming,
-        ) -> Result<postroom_core::Handled, postroom_core::HandlerError> {
-            unreachable!("corrupt bodies never reach the handler")
-        }
-    }
-    let consumer = Consumer::new(
-        ConsumerConfig::new("c", EnvelopeDecoder::new()),
-        std::sync::Arc::new(Never),
-    );
-    let stats = consumer.stats();
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move { consumer.run(sub, rx).await });
-    for _ in 0..100 {
-        if !stats.snapshot().parked_by_code.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    stop.send(true).unwrap();
-    run.await.unwrap();
-    assert_eq!(stats.snapshot().parked_by_code.get("malformed"), Some(&1));
-
-    let d = dir.path().to_path_buf();
-    let url = amqp();
-    let (ingest, list, redrive) = tokio::task::spawn_blocking(move || {
-        let ingest = ok(&postroom(
-            &d,
-            &[
-                "parking",
-                "ingest",
-                "--database",
-                "p.db",
-                "--broker",
-                &url,
-                "--idle",
-                "1s",
-            ],
-        ));
-        let list = ok(&postroom(
-            &d,
-            &["parking", "list", "--database", "p.db", "--json"],
-        ));
-        let redrive = ok(&postroom(
-            &d,
-            &[
-                "parking",
-                "redrive",
-                "--database",
-                "p.db",
-                "--broker",
-                &url,
-                "--yes",
-                "--json",
-            ],
-        ));
-        (ingest, list, redrive)
-    })
-    .await
-    .unwrap();
-    assert!(ingest.contains("1 parked message(s) ingested"), "{ingest}");
-    let parked: serde_json::Value =
-        serde_json::from_str(list.lines().next().expect("one parked line")).unwrap();
-    assert_eq!(parked["message_id"], id.to_string());
-    assert_eq!(parked["error_code"], "malformed");
-    assert_eq!(parked["consumer"], "c");
-    assert!(redrive.contains("\"done\":1"), "{redrive}");
-    // The redriven copy is back in the consumer's work queue, with the same id.
-    let mut sub = postroom_rabbitmq::RabbitSubscriber::new(
-        broker.clone(),
-        publisher.clone(),
-        &config,
-        "c",
-        postroom_rabbitmq::SubscriberOptions::new(1),
-    )
-    .unwrap();
-    let mut got = None;
-    for _ in 0..20 {
-        if let Some(d) = sub
-            .next(std::time::Duration::from_millis(500))
-            .await
-            .unwrap()
-        {
-            got = Some(d);
-            break;
-        }
-    }
-    let d = got.expect("the redriven message arrives");
-    assert_eq!(d.message().id, Some(id));
-    assert_eq!(
-        d.message()
-            .headers
-            .get("x-redrive-count")
-            .map(String::as_str),
-        Some("1")
-    );
-    d.ack().await.map_err(|(e, _)| e).unwrap();
-    broker.close().await;
-    cleanup(&prefix).await;
+    let place = RabbitWorkload::start(dir.path(), "t").await;
+    common::parking::ingest_list_and_redrive(dir.path(), &place).await;
+    place.close().await;
 }

@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod nats;
+pub mod parking;
+pub mod rabbit;
 pub mod sqs;
 
 use std::path::Path;

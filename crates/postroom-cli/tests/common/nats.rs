@@ -1,0 +1,85 @@
+//! The NATS JetStream server the tests use (`POSTROOM_TEST_NATS`), workload prefixes fit for
+//! stream names, and a workload of the parking consumer on it.
+
+use super::parking::{CONSUMER, CONSUMER_TOML, ParkingPlace};
+use postroom_core::{BoxSubscriber, Publisher, Subscription, Transport, async_trait};
+use postroom_nats::topology::reset::delete_workload;
+use postroom_nats::{NatsConfig, NatsConnection, NatsTransport, Topology};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The server's URL.
+pub fn url() -> String {
+    std::env::var("POSTROOM_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// A NATS workload prefix (stream names take no '.').
+pub fn prefix(tag: &str) -> String {
+    super::workload(tag).replace(['.', '-'], "_")
+}
+
+/// A connection, or a failure that names the server wanted.
+pub async fn connect() -> NatsConnection {
+    NatsConnection::connect(&url(), "postroom-cli-tests")
+        .await
+        .unwrap_or_else(|e| panic!("NATS with JetStream is required at {} : {e}", url()))
+}
+
+/// The workload of [`CONSUMER`] on `t.#`: its topology file written, its streams and
+/// durables applied, a transport over it; deleted by [`NatsWorkload::close`].
+pub struct NatsWorkload {
+    /// Its prefix.
+    pub prefix: String,
+    /// The connection.
+    pub conn: NatsConnection,
+    /// The transport.
+    pub transport: Arc<NatsTransport>,
+}
+
+impl NatsWorkload {
+    /// Write `topology.toml` in `dir`, connect, apply the topology.
+    pub async fn start(dir: &Path, tag: &str) -> Self {
+        let prefix = prefix(tag);
+        std::fs::write(
+            dir.join("topology.toml"),
+            format!("prefix = \"{prefix}\"\n{CONSUMER_TOML}"),
+        )
+        .unwrap();
+        let conn = connect().await;
+        let config = NatsConfig::new(&prefix).with_consumer(CONSUMER, &["t.#"]);
+        Topology::new(conn.clone(), config.clone())
+            .unwrap()
+            .apply()
+            .await
+            .unwrap();
+        let transport = Arc::new(NatsTransport::new(conn.clone(), config).unwrap());
+        Self {
+            prefix,
+            conn,
+            transport,
+        }
+    }
+
+    /// Delete the workload's streams.
+    pub async fn close(self) {
+        delete_workload(&self.conn, &self.prefix).await.unwrap();
+    }
+}
+
+#[async_trait]
+impl ParkingPlace for NatsWorkload {
+    fn url(&self) -> String {
+        url()
+    }
+
+    fn publisher(&self) -> Arc<dyn Publisher> {
+        self.transport.publisher()
+    }
+
+    async fn subscriber(&self, prefetch: u16) -> BoxSubscriber {
+        self.transport
+            .subscribe(&Subscription::new(CONSUMER, &["t.#"]).prefetch(usize::from(prefetch)))
+            .await
+            .unwrap()
+    }
+}

@@ -1,0 +1,173 @@
+//! A broker's parking place driven end to end: a real consumer parks a corrupt message into
+//! it, then `postroom parking ingest`, `parking list` and `parking redrive` run as commands
+//! against the broker and a SQLite parking store, and the redriven copy comes back to the
+//! consumer. What differs per broker (its URL, how its publisher and subscribers are made)
+//! stands behind [`ParkingPlace`].
+
+use postroom_core::stats::ConsumerStats;
+use postroom_core::{
+    BoxSubscriber, Consumer, ConsumerConfig, Delivery, EnvelopeDecoder, Handled, Handler,
+    HandlerError, Incoming, MessageId, OutgoingMessage, Publisher, Route, Subscriber, async_trait,
+};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The consumer every parking test runs.
+pub const CONSUMER: &str = "c";
+
+/// The topology file's lines for [`CONSUMER`] on the routes `t.#`, with a one-stage ladder.
+pub const CONSUMER_TOML: &str =
+    "ladder = \"1s\"\n[[consumers]]\nname = \"c\"\nbindings = [\"t.#\"]\n";
+
+/// One broker's workload for [`CONSUMER`], its topology file written and in place.
+#[async_trait]
+pub trait ParkingPlace: Send + Sync {
+    /// The broker URL the commands get.
+    fn url(&self) -> String;
+
+    /// A confirming publisher of the workload.
+    fn publisher(&self) -> Arc<dyn Publisher>;
+
+    /// A subscriber of [`CONSUMER`] holding up to `prefetch` unsettled copies.
+    async fn subscriber(&self, prefetch: u16) -> BoxSubscriber;
+}
+
+/// Corrupt bodies are parked by the consumer loop before any handler runs.
+pub struct Never;
+
+#[async_trait]
+impl Handler for Never {
+    async fn handle(&self, _: &Incoming) -> Result<Handled, HandlerError> {
+        Err(HandlerError::permanent(
+            "unexpected",
+            "no body decodes here",
+        ))
+    }
+}
+
+/// Publish a body that is not JSON on the route `t.x`; its message id.
+pub async fn publish_corrupt(publisher: &dyn Publisher) -> MessageId {
+    let id = MessageId::new();
+    publisher
+        .publish(&OutgoingMessage {
+            id,
+            route: Route::Topic("t.x".into()),
+            headers: Default::default(),
+            body: b"{oops".to_vec(),
+        })
+        .await
+        .unwrap();
+    id
+}
+
+/// [`CONSUMER`] running with the [`Never`] handler over a subscriber.
+pub struct Running {
+    stop: tokio::sync::watch::Sender<bool>,
+    run: tokio::task::JoinHandle<()>,
+    /// Its counters.
+    pub stats: Arc<ConsumerStats>,
+}
+
+impl Running {
+    /// Start the consumer on `sub`.
+    pub fn start<S: Subscriber + 'static>(sub: S) -> Self {
+        let consumer = Consumer::new(
+            ConsumerConfig::new(CONSUMER, EnvelopeDecoder::new()),
+            Arc::new(Never),
+        );
+        let stats = consumer.stats();
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let run = tokio::spawn(async move { consumer.run(sub, rx).await });
+        Self { stop, run, stats }
+    }
+
+    /// Stop it and wait until it has.
+    pub async fn stop(self) {
+        self.stop.send(true).unwrap();
+        self.run.await.unwrap();
+    }
+}
+
+/// A corrupt message parked by a real consumer, ingested from the broker's parking place,
+/// listed, and redriven by the commands; the redriven copy reaches the consumer again with
+/// the same id and a redrive count of 1.
+pub async fn ingest_list_and_redrive(dir: &Path, place: &dyn ParkingPlace) {
+    let publisher = place.publisher();
+    let id = publish_corrupt(publisher.as_ref()).await;
+    let running = Running::start(place.subscriber(4).await);
+    let stats = running.stats.clone();
+    for _ in 0..100 {
+        if !stats.snapshot().parked_by_code.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.stop().await;
+    assert_eq!(stats.snapshot().parked_by_code.get("malformed"), Some(&1));
+
+    let d = dir.to_path_buf();
+    let url = place.url();
+    let (ingest, list, redrive) = tokio::task::spawn_blocking(move || {
+        let ingest = super::ok(&super::postroom(
+            &d,
+            &[
+                "parking",
+                "ingest",
+                "--database",
+                "p.db",
+                "--broker",
+                &url,
+                "--idle",
+                "1s",
+            ],
+        ));
+        let list = super::ok(&super::postroom(
+            &d,
+            &["parking", "list", "--database", "p.db", "--json"],
+        ));
+        let redrive = super::ok(&super::postroom(
+            &d,
+            &[
+                "parking",
+                "redrive",
+                "--database",
+                "p.db",
+                "--broker",
+                &url,
+                "--yes",
+                "--json",
+            ],
+        ));
+        (ingest, list, redrive)
+    })
+    .await
+    .unwrap();
+    assert!(ingest.contains("1 parked message(s) ingested"), "{ingest}");
+    let parked: serde_json::Value =
+        serde_json::from_str(list.lines().next().expect("one parked line")).unwrap();
+    assert_eq!(parked["message_id"], id.to_string());
+    assert_eq!(parked["error_code"], "malformed");
+    assert_eq!(parked["consumer"], CONSUMER);
+    assert!(redrive.contains("\"done\":1"), "{redrive}");
+    // The redriven copy is back in the consumer's work queue, with the same id.
+    let mut sub = place.subscriber(1).await;
+    let mut got = None;
+    for _ in 0..20 {
+        if let Some(d) = sub.next(Duration::from_millis(500)).await.unwrap() {
+            got = Some(d);
+            break;
+        }
+    }
+    let d = got.expect("the redriven message arrives");
+    assert_eq!(d.message().id, Some(id));
+    assert_eq!(
+        d.message()
+            .headers
+            .get("x-redrive-count")
+            .map(String::as_str),
+        Some("1")
+    );
+    d.ack().await.map_err(|(e, _)| e).unwrap();
+    sub.close().await;
+}
