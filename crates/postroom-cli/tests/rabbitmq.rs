@@ -5,51 +5,44 @@
 mod common;
 
 use common::rabbit::RabbitWorkload;
-use common::{amqp, cleanup, management_api, ok, postroom, run_for_report, workload};
+use common::{
+    amqp, broker_demo, check_broker_demo, cleanup, management_api, ok, plan_apply_plan, postroom,
+    workload,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn topology_plan_apply_then_nothing_to_do() {
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = workload("t");
-    std::fs::write(
-        dir.path().join("topology.toml"),
-        format!(
-            "prefix = \"{prefix}\"\nexchange = \"{prefix}.orders\"\nladder = \"5s,30s,5m\"\n\
-             [[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\"]\n"
-        ),
-    )
-    .unwrap();
-    let d = dir.path().to_path_buf();
     let url = amqp();
-    let (plan, apply, again, json) = tokio::task::spawn_blocking(move || {
-        let plan = ok(&postroom(&d, &["topology", "plan", "--broker", &url]));
-        let apply = ok(&postroom(
-            &d,
-            &["topology", "apply", "--yes", "--broker", &url],
-        ));
-        let again = ok(&postroom(&d, &["topology", "plan", "--broker", &url]));
-        let json = ok(&postroom(
+    let t = plan_apply_plan(
+        "exchange = \"{prefix}.orders\"\nladder = \"5s,30s,5m\"\n\
+         [[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\"]\n",
+        &url,
+        Vec::new(),
+    )
+    .await;
+    let prefix = t.prefix.clone();
+    let d = t.dir.path().to_path_buf();
+    let json = tokio::task::spawn_blocking(move || {
+        ok(&postroom(
             &d,
             &["topology", "plan", "--json", "--broker", &url],
-        ));
-        (plan, apply, again, json)
+        ))
     })
     .await
     .unwrap();
-    for needle in [
-        format!("create queue {prefix}.inventory "),
-        format!("create queue {prefix}.inventory.retry.5s"),
-        format!("create queue {prefix}.inventory.retry.30s"),
-        format!("create queue {prefix}.inventory.retry.5m"),
-        format!("create queue {prefix}.inventory.parking"),
-        format!("create exchange {prefix}.inventory.retry (direct)"),
-        format!("create exchange {prefix}.inventory.dlx (direct)"),
-        "set policy".to_string(),
-    ] {
-        assert!(plan.contains(&needle), "{needle} in plan:\n{plan}");
-    }
-    assert!(apply.contains("applied"), "{apply}");
-    assert!(again.contains("nothing to do"), "{again}");
+    t.check(
+        &[
+            "create queue {prefix}.inventory ",
+            "create queue {prefix}.inventory.retry.5s",
+            "create queue {prefix}.inventory.retry.30s",
+            "create queue {prefix}.inventory.retry.5m",
+            "create queue {prefix}.inventory.parking",
+            "create exchange {prefix}.inventory.retry (direct)",
+            "create exchange {prefix}.inventory.dlx (direct)",
+            "set policy",
+        ],
+        "applied",
+    );
     assert!(json.trim().is_empty(), "{json}");
     // The policies are applied to the right queues.
     let api = management_api();
@@ -75,37 +68,13 @@ async fn topology_plan_apply_then_nothing_to_do() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn demo_on_rabbitmq() {
-    let dir = tempfile::tempdir().unwrap();
     let prefix = workload("demo");
-    let r = run_for_report(
-        dir.path(),
-        &[
-            "demo",
-            "--broker",
-            &amqp(),
-            "--workload",
-            &prefix,
-            "--report-json",
-            "r.json",
-        ],
-        "r.json",
-    )
-    .await;
-    assert_eq!(r["lost"], 0);
-    assert_eq!(r["duplicate_effects"], 0);
-    assert_eq!(
-        r["parked"], 3,
-        "ingested from the parking queue into the store"
-    );
-    assert_eq!(r["killed_order_reservations"], 1);
-    assert_eq!(r["failures"].as_array().unwrap().len(), 0);
+    let r = broker_demo(&amqp(), &prefix, &[], Vec::new()).await;
+    check_broker_demo(&r, "ingested from the parking queue into the store");
     cleanup(&format!("{prefix}.")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn parking_ingest_list_and_redrive_through_rabbitmq() {
-    let dir = tempfile::tempdir().unwrap();
-    let place = RabbitWorkload::start(dir.path(), "t").await;
-    common::parking::ingest_list_and_redrive(dir.path(), &place).await;
-    place.close().await;
+    common::parking::ingest_list_and_redrive::<RabbitWorkload>().await;
 }

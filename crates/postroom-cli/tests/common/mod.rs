@@ -59,15 +59,140 @@ pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
 /// Run `postroom` with `args` in `dir` off the async runtime, assert success, and read the
 /// JSON report it wrote to `report` (a path relative to `dir`).
 pub async fn run_for_report(dir: &Path, args: &[&str], report: &str) -> serde_json::Value {
+    run_for_report_env(dir, args, report, Vec::new()).await
+}
+
+/// [`run_for_report`] with `env` added to the command's environment.
+pub async fn run_for_report_env(
+    dir: &Path,
+    args: &[&str],
+    report: &str,
+    env: Vec<(&'static str, String)>,
+) -> serde_json::Value {
     let (dir, report) = (dir.to_path_buf(), report.to_string());
     let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ok(&postroom(&dir, &args));
+        ok(&postroom_cmd(&dir, &args)
+            .envs(env)
+            .output()
+            .expect("run postroom"));
         json_file(&dir.join(report))
     })
     .await
     .expect("postroom ran")
+}
+
+/// `postroom demo` on `broker` for the workload `prefix`, with `extra` flags and `env` added;
+/// its JSON report.
+pub async fn broker_demo(
+    broker: &str,
+    prefix: &str,
+    extra: &[&str],
+    env: Vec<(&'static str, String)>,
+) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "demo",
+        "--broker",
+        broker,
+        "--workload",
+        prefix,
+        "--report-json",
+        "r.json",
+    ];
+    args.extend_from_slice(extra);
+    run_for_report_env(dir.path(), &args, "r.json", env).await
+}
+
+/// What the demo on every broker shows: nothing lost, nothing applied twice, the three
+/// poison messages parked (`parked`: how they reached the store), the killed order's
+/// reservation applied once, no failed check.
+pub fn check_broker_demo(r: &serde_json::Value, parked: &str) {
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(r["duplicate_effects"], 0, "{r}");
+    assert_eq!(r["parked"], 3, "{parked}: {r}");
+    assert_eq!(r["killed_order_reservations"], 1, "{r}");
+    assert_eq!(r["failures"].as_array().unwrap().len(), 0, "{r}");
+}
+
+/// A topology planned, applied and planned again by the commands.
+pub struct Planned {
+    /// Where the commands ran (its `topology.toml`).
+    pub dir: tempfile::TempDir,
+    /// The workload's prefix.
+    pub prefix: String,
+    /// `topology plan`.
+    pub plan: String,
+    /// `topology apply --yes`.
+    pub apply: String,
+    /// `topology plan` after it.
+    pub again: String,
+}
+
+/// A workload of its own (`prcli-t-…`) whose topology file is `prefix = "…"` followed by
+/// `rest` (where `{prefix}` stands for the prefix): `topology plan`, `topology apply --yes`
+/// and `topology plan` again run on `broker` (with `env` added), each asserted successful.
+pub async fn plan_apply_plan(
+    rest: &str,
+    broker: &str,
+    env: Vec<(&'static str, String)>,
+) -> Planned {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = workload("t");
+    std::fs::write(
+        dir.path().join("topology.toml"),
+        format!(
+            "prefix = \"{prefix}\"\n{}",
+            rest.replace("{prefix}", &prefix)
+        ),
+    )
+    .unwrap();
+    let (d, broker) = (dir.path().to_path_buf(), broker.to_string());
+    let [plan, apply, again] = tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str]| {
+            let mut all = args.to_vec();
+            all.extend(["--broker", &broker]);
+            ok(&postroom_cmd(&d, &all)
+                .envs(env.iter().cloned())
+                .output()
+                .expect("run postroom"))
+        };
+        [
+            run(&["topology", "plan"]),
+            run(&["topology", "apply", "--yes"]),
+            run(&["topology", "plan"]),
+        ]
+    })
+    .await
+    .unwrap();
+    Planned {
+        dir,
+        prefix,
+        plan,
+        apply,
+        again,
+    }
+}
+
+impl Planned {
+    /// Assert that the plan has each of `needles` (where `{prefix}` stands for the prefix),
+    /// the apply said `applied`, and the plan after it had nothing to do.
+    pub fn check(&self, needles: &[&str], applied: &str) {
+        let Self {
+            prefix,
+            plan,
+            apply,
+            again,
+            ..
+        } = self;
+        for needle in needles {
+            let needle = needle.replace("{prefix}", prefix);
+            assert!(plan.contains(&needle), "{needle} in plan:\n{plan}");
+        }
+        assert!(apply.contains(applied), "{apply}");
+        assert!(again.contains("nothing to do"), "{again}");
+    }
 }
 
 /// A workload prefix of its own for one test's queues and exchanges.

@@ -26,7 +26,7 @@ pub async fn connect() -> NatsConnection {
 }
 
 /// The workload of [`CONSUMER`] on `t.#`: its topology file written, its streams and
-/// durables applied, a transport over it; deleted by [`NatsWorkload::close`].
+/// durables applied, a transport over it; deleted by [`ParkingPlace::close`].
 pub struct NatsWorkload {
     /// Its prefix.
     pub prefix: String,
@@ -36,9 +36,10 @@ pub struct NatsWorkload {
     pub transport: Arc<NatsTransport>,
 }
 
-impl NatsWorkload {
+#[async_trait]
+impl ParkingPlace for NatsWorkload {
     /// Write `topology.toml` in `dir`, connect, apply the topology.
-    pub async fn start(dir: &Path, tag: &str) -> Self {
+    async fn start(dir: &Path, tag: &str) -> Self {
         let prefix = prefix(tag);
         std::fs::write(
             dir.join("topology.toml"),
@@ -60,14 +61,6 @@ impl NatsWorkload {
         }
     }
 
-    /// Delete the workload's streams.
-    pub async fn close(self) {
-        delete_workload(&self.conn, &self.prefix).await.unwrap();
-    }
-}
-
-#[async_trait]
-impl ParkingPlace for NatsWorkload {
     fn url(&self) -> String {
         url()
     }
@@ -76,10 +69,15 @@ impl ParkingPlace for NatsWorkload {
         self.transport.publisher()
     }
 
-    async fn subscriber(&self, prefetch: u16) -> BoxSubscriber {
+    async fn subscribe(&self, prefetch: u16) -> BoxSubscriber {
         self.transport
             .subscribe(&Subscription::new(CONSUMER, &["t.#"]).prefetch(usize::from(prefetch)))
             .await
             .unwrap()
+    }
+
+    /// Delete the workload's streams.
+    async fn close(self) {
+        delete_workload(&self.conn, &self.prefix).await.unwrap();
     }
 }

@@ -20,9 +20,13 @@ pub const CONSUMER: &str = "c";
 pub const CONSUMER_TOML: &str =
     "ladder = \"1s\"\n[[consumers]]\nname = \"c\"\nbindings = [\"t.#\"]\n";
 
-/// One broker's workload for [`CONSUMER`], its topology file written and in place.
+/// One broker's workload for [`CONSUMER`].
 #[async_trait]
-pub trait ParkingPlace: Send + Sync {
+pub trait ParkingPlace: Sized + Send + Sync {
+    /// A workload of its own (`tag` in its prefix): its topology file written in `dir` and
+    /// applied on the broker.
+    async fn start(dir: &Path, tag: &str) -> Self;
+
     /// The broker URL the commands get.
     fn url(&self) -> String;
 
@@ -30,7 +34,10 @@ pub trait ParkingPlace: Send + Sync {
     fn publisher(&self) -> Arc<dyn Publisher>;
 
     /// A subscriber of [`CONSUMER`] holding up to `prefetch` unsettled copies.
-    async fn subscriber(&self, prefetch: u16) -> BoxSubscriber;
+    async fn subscribe(&self, prefetch: u16) -> BoxSubscriber;
+
+    /// Close its connections and delete the workload from the broker.
+    async fn close(self);
 }
 
 /// Corrupt bodies are parked by the consumer loop before any handler runs.
@@ -91,11 +98,18 @@ impl Running {
 
 /// A corrupt message parked by a real consumer, ingested from the broker's parking place,
 /// listed, and redriven by the commands; the redriven copy reaches the consumer again with
-/// the same id and a redrive count of 1.
-pub async fn ingest_list_and_redrive(dir: &Path, place: &dyn ParkingPlace) {
+/// the same id and a redrive count of 1. On a workload of its own, deleted afterwards.
+pub async fn ingest_list_and_redrive<P: ParkingPlace>() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = P::start(dir.path(), "park").await;
+    round_trip(dir.path(), &place).await;
+    place.close().await;
+}
+
+async fn round_trip(dir: &Path, place: &impl ParkingPlace) {
     let publisher = place.publisher();
     let id = publish_corrupt(publisher.as_ref()).await;
-    let running = Running::start(place.subscriber(4).await);
+    let running = Running::start(place.subscribe(4).await);
     let stats = running.stats.clone();
     for _ in 0..100 {
         if !stats.snapshot().parked_by_code.is_empty() {
@@ -151,7 +165,7 @@ pub async fn ingest_list_and_redrive(dir: &Path, place: &dyn ParkingPlace) {
     assert_eq!(parked["consumer"], CONSUMER);
     assert!(redrive.contains("\"done\":1"), "{redrive}");
     // The redriven copy is back in the consumer's work queue, with the same id.
-    let mut sub = place.subscriber(1).await;
+    let mut sub = place.subscribe(1).await;
     let mut got = None;
     for _ in 0..20 {
         if let Some(d) = sub.next(Duration::from_millis(500)).await.unwrap() {

@@ -1,5 +1,5 @@
 //! A RabbitMQ workload for one test: its topology file written and applied through the
-//! management API, a connection and a confirming publisher; deleted by [`RabbitWorkload::close`].
+//! management API, a connection and a confirming publisher; deleted by [`ParkingPlace::close`].
 
 use super::parking::{CONSUMER, CONSUMER_TOML, ParkingPlace};
 use postroom_core::{BoxSubscriber, Publisher, async_trait};
@@ -19,8 +19,23 @@ pub struct RabbitWorkload {
 }
 
 impl RabbitWorkload {
+    /// A subscriber of [`CONSUMER`]'s work queue.
+    pub fn subscriber(&self, prefetch: u16) -> postroom_rabbitmq::RabbitSubscriber {
+        postroom_rabbitmq::RabbitSubscriber::new(
+            self.broker.clone(),
+            self.publisher.clone(),
+            &self.config,
+            CONSUMER,
+            postroom_rabbitmq::SubscriberOptions::new(prefetch),
+        )
+        .unwrap()
+    }
+}
+
+#[async_trait]
+impl ParkingPlace for RabbitWorkload {
     /// Write `topology.toml` in `dir`, apply it, connect.
-    pub async fn start(dir: &Path, tag: &str) -> Self {
+    async fn start(dir: &Path, tag: &str) -> Self {
         let prefix = super::workload(tag);
         let toml =
             format!("prefix = \"{prefix}\"\nexchange = \"{prefix}.orders\"\n{CONSUMER_TOML}");
@@ -46,27 +61,6 @@ impl RabbitWorkload {
         }
     }
 
-    /// A subscriber of [`CONSUMER`]'s work queue.
-    pub fn subscriber(&self, prefetch: u16) -> postroom_rabbitmq::RabbitSubscriber {
-        postroom_rabbitmq::RabbitSubscriber::new(
-            self.broker.clone(),
-            self.publisher.clone(),
-            &self.config,
-            CONSUMER,
-            postroom_rabbitmq::SubscriberOptions::new(prefetch),
-        )
-        .unwrap()
-    }
-
-    /// Close the connection and delete the workload's queues, exchanges and policies.
-    pub async fn close(self) {
-        self.broker.close().await;
-        super::cleanup(&self.prefix).await;
-    }
-}
-
-#[async_trait]
-impl ParkingPlace for RabbitWorkload {
     fn url(&self) -> String {
         super::amqp()
     }
@@ -75,7 +69,13 @@ impl ParkingPlace for RabbitWorkload {
         self.publisher.clone()
     }
 
-    async fn subscriber(&self, prefetch: u16) -> BoxSubscriber {
-        BoxSubscriber::new(RabbitWorkload::subscriber(self, prefetch))
+    async fn subscribe(&self, prefetch: u16) -> BoxSubscriber {
+        BoxSubscriber::new(self.subscriber(prefetch))
+    }
+
+    /// Close the connection and delete the workload's queues, exchanges and policies.
+    async fn close(self) {
+        self.broker.close().await;
+        super::cleanup(&self.prefix).await;
     }
 }
