@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::nats::{connect, prefix, url as nats};
+use common::nats::{connect, prefix, stream_messages, url as nats};
 use common::{TestDb, broker_demo, kafka, kafka_cleanup};
 use postroom_core::inbox_feed::FeedCounts;
 use postroom_core::{
@@ -749,16 +749,7 @@ fn the_move_refuses_bad_input_clearly() {
 /// Messages in the NATS work stream of workload `prefix`.
 async fn messages_on_nats(prefix: &str) -> u64 {
     let conn = connect().await;
-    let messages = conn
-        .jetstream()
-        .get_stream(postroom_nats::naming::work_stream(prefix))
-        .await
-        .expect("the workload's NATS stream")
-        .info()
-        .await
-        .expect("its state")
-        .state
-        .messages;
+    let messages = stream_messages(&conn, &postroom_nats::naming::work_stream(prefix)).await;
     conn.close().await;
     messages
 }

@@ -1,14 +1,19 @@
 //! The CLI on NATS JetStream: topology plan/apply over the JetStream API (an update made in
 //! place, a conflict refused), and the demo with its invariants, its relay publishing with
 //! `Nats-Msg-Id` = the message id, and parking ingest, list and redrive through the parking
-//! stream. The shared server (`POSTROOM_TEST_NATS`); a missing one fails.
+//! stream (a copy the consumer parked, and one the server gave up on). The shared server
+//! (`POSTROOM_TEST_NATS`); a missing one fails.
 
 mod common;
 
+use common::daemon::wait_for;
 use common::nats::{NatsWorkload, connect, prefix, url as nats};
+use common::parking::{CONSUMER, ParkingPlace, commands_ingest_list_and_redrive, publish_corrupt};
 use common::{broker_demo, check_broker_demo, postroom};
+use postroom_core::{Delivery, Subscriber};
 use postroom_nats::topology::reset::delete_workload;
 use std::path::Path;
+use std::time::Duration;
 
 /// Run `postroom` off the async runtime; returns (success, stdout, stderr).
 async fn run(dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -150,4 +155,60 @@ fn a_nats_url_without_a_server_is_a_clear_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn parking_ingest_list_and_redrive_through_nats() {
     common::parking::ingest_list_and_redrive::<NatsWorkload>().await;
+}
+
+/// A copy its consumer took twice and never settled (as a consumer that dies on it would):
+/// the server gives up at `max_deliver` and publishes a MAX_DELIVERIES advisory, which the
+/// parking stream captures. `postroom parking ingest` turns the advisory into a parked
+/// record (`max_deliveries`) and removes the message from the work stream; list and redrive
+/// then work as for a copy the consumer parked.
+#[tokio::test(flavor = "multi_thread")]
+async fn parking_ingest_of_a_copy_the_server_gave_up_on_through_nats() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = NatsWorkload::start_with(dir.path(), "adv", Some((1, 2))).await;
+    let id = publish_corrupt(place.publisher().as_ref()).await;
+    let mut sub = place.subscribe(1).await;
+    for k in 1..=2 {
+        let mut taken = None;
+        for _ in 0..30 {
+            taken = sub.next(Duration::from_secs(1)).await.unwrap();
+            if taken.is_some() {
+                break;
+            }
+        }
+        let d = taken.unwrap_or_else(|| panic!("delivery {k} within 30 s"));
+        assert_eq!(d.message().deliveries, Some(k));
+        drop(d);
+    }
+    // The subscriber keeps a pull request outstanding, so the server advertises the limit.
+    let parking = postroom_nats::naming::parking_stream(&place.prefix, CONSUMER);
+    wait_for(
+        Duration::from_secs(30),
+        "the MAX_DELIVERIES advisory captured in the parking stream",
+        || async { place.stream_messages(&parking).await == 1 },
+    )
+    .await;
+    sub.close().await;
+    drop(sub);
+    let work = place
+        .conn
+        .jetstream()
+        .get_stream(&place.prefix)
+        .await
+        .unwrap();
+    let original = work.get_raw_message(1).await.unwrap();
+    assert_eq!(
+        original.headers.get("x-message-id").map(|v| v.as_str()),
+        Some(id.to_string().as_str()),
+        "the work stream's first message is the one the server gave up on"
+    );
+    commands_ingest_list_and_redrive(dir.path(), &place, id, "max_deliveries").await;
+    // Removed from the work stream once the parking store had it (the redriven copy is a
+    // message of its own).
+    let gone = work.get_raw_message(1).await.map(|_| ()).unwrap_err();
+    assert!(
+        gone.to_string().contains("no message found"),
+        "the original removed from the work stream: {gone}"
+    );
+    place.close().await;
 }

@@ -7,6 +7,7 @@ use postroom_nats::topology::reset::delete_workload;
 use postroom_nats::{NatsConfig, NatsConnection, NatsTransport, Topology};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The server's URL.
 pub fn url() -> String {
@@ -36,18 +37,23 @@ pub struct NatsWorkload {
     pub transport: Arc<NatsTransport>,
 }
 
-#[async_trait]
-impl ParkingPlace for NatsWorkload {
-    /// Write `topology.toml` in `dir`, connect, apply the topology.
-    async fn start(dir: &Path, tag: &str) -> Self {
+impl NatsWorkload {
+    /// [`ParkingPlace::start`], with `limits` (the durables' ack wait in seconds and their
+    /// delivery limit), when given, set in the topology file and the transport alike.
+    pub async fn start_with(dir: &Path, tag: &str, limits: Option<(u64, u32)>) -> Self {
         let prefix = prefix(tag);
-        std::fs::write(
-            dir.join("topology.toml"),
-            format!("prefix = \"{prefix}\"\n{CONSUMER_TOML}"),
-        )
-        .unwrap();
+        let mut config = NatsConfig::new(&prefix).with_consumer(CONSUMER, &["t.#"]);
+        let mut toml = format!("prefix = \"{prefix}\"\n");
+        if let Some((ack_wait, max_deliver)) = limits {
+            config.ack_wait = Duration::from_secs(ack_wait);
+            config.max_deliver = max_deliver;
+            toml.push_str(&format!(
+                "ack_wait = \"{ack_wait}s\"\nmax_deliver = {max_deliver}\n"
+            ));
+        }
+        toml.push_str(CONSUMER_TOML);
+        std::fs::write(dir.join("topology.toml"), toml).unwrap();
         let conn = connect().await;
-        let config = NatsConfig::new(&prefix).with_consumer(CONSUMER, &["t.#"]);
         Topology::new(conn.clone(), config.clone())
             .unwrap()
             .apply()
@@ -59,6 +65,31 @@ impl ParkingPlace for NatsWorkload {
             conn,
             transport,
         }
+    }
+
+    /// Messages the stream `name` holds now.
+    pub async fn stream_messages(&self, name: &str) -> u64 {
+        stream_messages(&self.conn, name).await
+    }
+}
+
+/// Messages the stream `name` holds now.
+pub async fn stream_messages(conn: &NatsConnection, name: &str) -> u64 {
+    conn.jetstream()
+        .get_stream(name)
+        .await
+        .unwrap_or_else(|e| panic!("the stream {name}: {e}"))
+        .info()
+        .await
+        .unwrap_or_else(|e| panic!("the state of {name}: {e}"))
+        .state
+        .messages
+}
+
+#[async_trait]
+impl ParkingPlace for NatsWorkload {
+    async fn start(dir: &Path, tag: &str) -> Self {
+        Self::start_with(dir, tag, None).await
     }
 
     fn url(&self) -> String {

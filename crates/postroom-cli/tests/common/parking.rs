@@ -102,11 +102,13 @@ impl Running {
 pub async fn ingest_list_and_redrive<P: ParkingPlace>() {
     let dir = tempfile::tempdir().unwrap();
     let place = P::start(dir.path(), "park").await;
-    round_trip(dir.path(), &place).await;
+    let id = park_corrupt(&place).await;
+    commands_ingest_list_and_redrive(dir.path(), &place, id, "malformed").await;
     place.close().await;
 }
 
-async fn round_trip(dir: &Path, place: &impl ParkingPlace) {
+/// A corrupt message published and parked by [`CONSUMER`] (malformed); its id.
+pub async fn park_corrupt(place: &impl ParkingPlace) -> MessageId {
     let publisher = place.publisher();
     let id = publish_corrupt(publisher.as_ref()).await;
     let running = Running::start(place.subscribe(4).await);
@@ -119,7 +121,19 @@ async fn round_trip(dir: &Path, place: &impl ParkingPlace) {
     }
     running.stop().await;
     assert_eq!(stats.snapshot().parked_by_code.get("malformed"), Some(&1));
+    id
+}
 
+/// The message `id`, waiting in the broker's parking place for [`CONSUMER`] with the error
+/// code `code`: `parking ingest` moves it into the store in `dir`, `parking list` shows it,
+/// `parking redrive` sends it back, and the redriven copy reaches the consumer with the same
+/// id and a redrive count of 1.
+pub async fn commands_ingest_list_and_redrive(
+    dir: &Path,
+    place: &impl ParkingPlace,
+    id: MessageId,
+    code: &str,
+) {
     let d = dir.to_path_buf();
     let url = place.url();
     let (ingest, list, redrive) = tokio::task::spawn_blocking(move || {
@@ -161,7 +175,7 @@ async fn round_trip(dir: &Path, place: &impl ParkingPlace) {
     let parked: serde_json::Value =
         serde_json::from_str(list.lines().next().expect("one parked line")).unwrap();
     assert_eq!(parked["message_id"], id.to_string());
-    assert_eq!(parked["error_code"], "malformed");
+    assert_eq!(parked["error_code"], code);
     assert_eq!(parked["consumer"], CONSUMER);
     assert!(redrive.contains("\"done\":1"), "{redrive}");
     // The redriven copy is back in the consumer's work queue, with the same id.
