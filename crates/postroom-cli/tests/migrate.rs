@@ -863,28 +863,25 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_path_buf();
+    let d = dir.path();
     let p = prefix("sqlitefeed");
-    write_topology(&d, &p, "");
+    write_topology(d, &p, "");
     std::fs::write(d.join("app.db"), b"").unwrap();
-    let out = tokio::task::spawn_blocking(move || {
-        common::postroom(
-            &d,
-            &[
-                "feed",
-                "--database",
-                "app.db",
-                "--broker",
-                &nats(),
-                "--consumer",
-                "inventory",
-                "--listen",
-                "127.0.0.1:0",
-            ],
-        )
-    })
-    .await
-    .unwrap();
+    let out = common::postroom_async(
+        d,
+        &[
+            "feed",
+            "--database",
+            "app.db",
+            "--broker",
+            &nats(),
+            "--consumer",
+            "inventory",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("has no inbox queue"),

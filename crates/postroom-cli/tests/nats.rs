@@ -9,7 +9,7 @@ mod common;
 use common::daemon::wait_for;
 use common::nats::{NatsWorkload, connect, prefix, url as nats};
 use common::parking::{CONSUMER, ParkingPlace, commands_ingest_list_and_redrive, publish_corrupt};
-use common::{broker_demo, check_broker_demo, postroom};
+use common::{broker_demo, check_broker_demo, postroom, postroom_async};
 use postroom_core::{Delivery, Subscriber};
 use postroom_nats::topology::reset::delete_workload;
 use std::path::Path;
@@ -17,19 +17,12 @@ use std::time::Duration;
 
 /// Run `postroom` off the async runtime; returns (success, stdout, stderr).
 async fn run(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = postroom(&dir, &args);
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
+    let out = postroom_async(dir, args).await;
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 async fn plan(dir: &Path) -> String {
@@ -193,7 +186,7 @@ async fn parking_ingest_of_a_copy_the_server_gave_up_on_through_nats() {
     let work = place
         .conn
         .jetstream()
-        .get_stream(&place.prefix)
+        .get_stream(postroom_nats::naming::work_stream(&place.prefix))
         .await
         .unwrap();
     let original = work.get_raw_message(1).await.unwrap();

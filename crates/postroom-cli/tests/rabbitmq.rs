@@ -6,8 +6,8 @@ mod common;
 
 use common::rabbit::RabbitWorkload;
 use common::{
-    amqp, broker_demo, check_broker_demo, cleanup, management_api, ok, plan_apply_plan, postroom,
-    workload,
+    amqp, broker_demo, check_broker_demo, cleanup, management_api, ok, plan_apply_plan,
+    postroom_async, workload,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -20,16 +20,12 @@ async fn topology_plan_apply_then_nothing_to_do() {
         Vec::new(),
     )
     .await;
-    let prefix = t.prefix.clone();
-    let d = t.dir.path().to_path_buf();
-    let json = tokio::task::spawn_blocking(move || {
-        ok(&postroom(
-            &d,
-            &["topology", "plan", "--json", "--broker", &url],
-        ))
-    })
-    .await
-    .unwrap();
+    let prefix = &t.prefix;
+    let json = ok(&postroom_async(
+        t.dir.path(),
+        &["topology", "plan", "--json", "--broker", &url],
+    )
+    .await);
     t.check(
         &[
             "create queue {prefix}.inventory ",
@@ -63,7 +59,7 @@ async fn topology_plan_apply_then_nothing_to_do() {
     let def = serde_json::to_string(&q.effective_policy_definition).unwrap();
     assert!(def.contains("\"message-ttl\":30000"), "{def}");
     assert!(def.contains("dead-letter-exchange"), "{def}");
-    cleanup(&prefix).await;
+    cleanup(prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{broker_demo, check_broker_demo, plan_apply_plan, sqs, workload};
+use common::{broker_demo, check_broker_demo, plan_apply_plan, postroom_async_env, sqs, workload};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn topology_plan_apply_then_nothing_to_do() {
@@ -37,20 +37,17 @@ async fn credentials_in_the_url_are_refused_and_never_printed() {
         "prefix = \"x\"\n[[consumers]]\nname = \"c\"\n",
     )
     .unwrap();
-    let d = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        sqs::postroom(
-            &d,
-            &[
-                "topology",
-                "plan",
-                "--broker",
-                "sqs://AKIDEXAMPLE:wJalrXUtnFEMIsecret@127.0.0.1:5000",
-            ],
-        )
-    })
-    .await
-    .unwrap();
+    let out = postroom_async_env(
+        dir.path(),
+        &[
+            "topology",
+            "plan",
+            "--broker",
+            "sqs://AKIDEXAMPLE:wJalrXUtnFEMIsecret@127.0.0.1:5000",
+        ],
+        sqs::aws_env(),
+    )
+    .await;
     assert!(!out.status.success());
     let all = format!(
         "{}{}",

@@ -56,6 +56,29 @@ pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Run `postroom` with `args` in `dir` off the async runtime and wait for it.
+pub async fn postroom_async(dir: &Path, args: &[&str]) -> Output {
+    postroom_async_env(dir, args, Vec::new()).await
+}
+
+/// [`postroom_async`] with `env` added to the command's environment.
+pub async fn postroom_async_env(
+    dir: &Path,
+    args: &[&str],
+    env: Vec<(&'static str, String)>,
+) -> Output {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        postroom_cmd(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>())
+            .envs(env)
+            .output()
+            .expect("run postroom")
+    })
+    .await
+    .expect("postroom ran")
+}
+
 /// Run `postroom` with `args` in `dir` off the async runtime, assert success, and read the
 /// JSON report it wrote to `report` (a path relative to `dir`).
 pub async fn run_for_report(dir: &Path, args: &[&str], report: &str) -> serde_json::Value {
@@ -69,18 +92,8 @@ pub async fn run_for_report_env(
     report: &str,
     env: Vec<(&'static str, String)>,
 ) -> serde_json::Value {
-    let (dir, report) = (dir.to_path_buf(), report.to_string());
-    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ok(&postroom_cmd(&dir, &args)
-            .envs(env)
-            .output()
-            .expect("run postroom"));
-        json_file(&dir.join(report))
-    })
-    .await
-    .expect("postroom ran")
+    ok(&postroom_async_env(dir, args, env).await);
+    json_file(&dir.join(report))
 }
 
 /// `postroom demo` on `broker` for the workload `prefix`, with `extra` flags and `env` added;
@@ -148,24 +161,14 @@ pub async fn plan_apply_plan(
         ),
     )
     .unwrap();
-    let (d, broker) = (dir.path().to_path_buf(), broker.to_string());
-    let [plan, apply, again] = tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str]| {
-            let mut all = args.to_vec();
-            all.extend(["--broker", &broker]);
-            ok(&postroom_cmd(&d, &all)
-                .envs(env.iter().cloned())
-                .output()
-                .expect("run postroom"))
-        };
-        [
-            run(&["topology", "plan"]),
-            run(&["topology", "apply", "--yes"]),
-            run(&["topology", "plan"]),
-        ]
-    })
-    .await
-    .unwrap();
+    let run = async |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--broker", broker]);
+        ok(&postroom_async_env(dir.path(), &all, env.clone()).await)
+    };
+    let plan = run(&["topology", "plan"]).await;
+    let apply = run(&["topology", "apply", "--yes"]).await;
+    let again = run(&["topology", "plan"]).await;
     Planned {
         dir,
         prefix,

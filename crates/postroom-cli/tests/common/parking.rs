@@ -4,6 +4,7 @@
 //! consumer. What differs per broker (its URL, how its publisher and subscribers are made)
 //! stands behind [`ParkingPlace`].
 
+use super::{ok, postroom_async};
 use postroom_core::stats::ConsumerStats;
 use postroom_core::{
     BoxSubscriber, Consumer, ConsumerConfig, Delivery, EnvelopeDecoder, Handled, Handler,
@@ -134,43 +135,31 @@ pub async fn commands_ingest_list_and_redrive(
     id: MessageId,
     code: &str,
 ) {
-    let d = dir.to_path_buf();
     let url = place.url();
-    let (ingest, list, redrive) = tokio::task::spawn_blocking(move || {
-        let ingest = super::ok(&super::postroom(
-            &d,
-            &[
-                "parking",
-                "ingest",
-                "--database",
-                "p.db",
-                "--broker",
-                &url,
-                "--idle",
-                "1s",
-            ],
-        ));
-        let list = super::ok(&super::postroom(
-            &d,
-            &["parking", "list", "--database", "p.db", "--json"],
-        ));
-        let redrive = super::ok(&super::postroom(
-            &d,
-            &[
-                "parking",
-                "redrive",
-                "--database",
-                "p.db",
-                "--broker",
-                &url,
-                "--yes",
-                "--json",
-            ],
-        ));
-        (ingest, list, redrive)
-    })
-    .await
-    .unwrap();
+    let run = async |args: &[&str]| ok(&postroom_async(dir, args).await);
+    let ingest = run(&[
+        "parking",
+        "ingest",
+        "--database",
+        "p.db",
+        "--broker",
+        &url,
+        "--idle",
+        "1s",
+    ])
+    .await;
+    let list = run(&["parking", "list", "--database", "p.db", "--json"]).await;
+    let redrive = run(&[
+        "parking",
+        "redrive",
+        "--database",
+        "p.db",
+        "--broker",
+        &url,
+        "--yes",
+        "--json",
+    ])
+    .await;
     assert!(ingest.contains("1 parked message(s) ingested"), "{ingest}");
     let parked: serde_json::Value =
         serde_json::from_str(list.lines().next().expect("one parked line")).unwrap();
