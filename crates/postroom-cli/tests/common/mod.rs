@@ -1,4 +1,7 @@
-//! Helpers shared by the CLI's tests: the binary, the test servers, unique broker names.
+//! Helpers shared by the CLI's tests: the binary (run in place or off the async runtime), the
+//! test servers, unique broker names, and the steps the tests of every broker take (the
+//! demo, topology plan/apply). The parking round trip is in `parking`, a broker's workload
+//! in its own module.
 #![allow(dead_code)]
 
 pub mod daemon;
