@@ -6,26 +6,9 @@
 mod common;
 
 use common::daemon::{Daemon, get, wait_for};
-use common::{amqp, cleanup, management_api, workload};
-use postroom_core::{
-    Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
-    OutgoingMessage, Publisher, Route, async_trait,
-};
-use std::sync::Arc;
+use common::parking::{ParkingPlace, Running, publish_corrupt};
+use common::rabbit::RabbitWorkload;
 use std::time::Duration;
-
-/// Corrupt bodies are parked by the consumer loop before any handler runs.
-struct Never;
-
-#[async_trait]
-impl Handler for Never {
-    async fn handle(&self, _: &Incoming) -> Result<Handled, HandlerError> {
-        Err(HandlerError::permanent(
-            "unexpected",
-            "no body decodes here",
-        ))
-    }
-}
 
 async fn parked_count(pool: &sqlx::SqlitePool) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM postroom_parking")
@@ -38,23 +21,8 @@ async fn parked_count(pool: &sqlx::SqlitePool) -> i64 {
 async fn ingest_moves_parked_copies_as_they_come_and_serves_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let prefix = workload("i");
-    let toml = format!(
-        "prefix = \"{prefix}\"\nexchange = \"{prefix}.orders\"\nladder = \"1s\"\n[[consumers]]\nname = \"c\"\nbindings = [\"t.#\"]\n"
-    );
-    std::fs::write(d.join("topology.toml"), &toml).unwrap();
-    let config = postroom_rabbitmq::TopologyConfig::from_toml(&toml).unwrap();
-    postroom_rabbitmq::Topology::new(config.clone(), management_api())
-        .unwrap()
-        .apply()
-        .await
-        .unwrap();
-    let broker = postroom_rabbitmq::Broker::connect(&amqp()).await.unwrap();
-    let publisher = Arc::new(postroom_rabbitmq::ConfirmingPublisher::new(
-        broker.clone(),
-        &config,
-    ));
-    let url = amqp();
+    let rabbit = RabbitWorkload::start(d, "i").await;
+    let url = common::amqp();
     let ingest = Daemon::start(
         d,
         &[
@@ -78,36 +46,14 @@ async fn ingest_moves_parked_copies_as_they_come_and_serves_metrics() {
     .await;
 
     // A real consumer parks corrupt messages into the parking queue while ingest runs.
-    let sub = postroom_rabbitmq::RabbitSubscriber::new(
-        broker.clone(),
-        publisher.clone(),
-        &config,
-        "c",
-        postroom_rabbitmq::SubscriberOptions::new(4),
-    )
-    .unwrap();
-    let consumer = Consumer::new(
-        ConsumerConfig::new("c", EnvelopeDecoder::new()),
-        Arc::new(Never),
-    );
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move { consumer.run(sub, rx).await });
+    let running = Running::start(rabbit.subscriber(4));
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", d.join("p.db").display()))
         .await
         .unwrap();
     let mut ids = Vec::new();
     for n in 1..=2 {
-        let id = MessageId::new();
+        let id = publish_corrupt(rabbit.publisher.as_ref()).await;
         ids.push(id.to_string());
-        publisher
-            .publish(&OutgoingMessage {
-                id,
-                route: Route::Topic("t.x".into()),
-                headers: Default::default(),
-                body: b"{oops".to_vec(),
-            })
-            .await
-            .unwrap();
         wait_for(
             Duration::from_secs(60),
             "the parked copy in the store",
@@ -115,8 +61,7 @@ async fn ingest_moves_parked_copies_as_they_come_and_serves_metrics() {
         )
         .await;
     }
-    stop.send(true).unwrap();
-    run.await.unwrap();
+    running.stop().await;
     let mut stored: Vec<String> = sqlx::query_scalar("SELECT message_id FROM postroom_parking")
         .fetch_all(&pool)
         .await
@@ -133,6 +78,5 @@ async fn ingest_moves_parked_copies_as_they_come_and_serves_metrics() {
     );
     assert!(ingest.terminate(Duration::from_secs(30)).success());
     pool.close().await;
-    broker.close().await;
-    cleanup(&prefix).await;
+    rabbit.close().await;
 }

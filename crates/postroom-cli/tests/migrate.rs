@@ -11,16 +11,17 @@
 
 mod common;
 
-use common::{TestDb, kafka, kafka_cleanup, run_for_report, workload};
+use common::nats::{connect, prefix, stream_messages, url as nats};
+use common::{TestDb, broker_demo, kafka, kafka_cleanup};
 use postroom_core::inbox_feed::FeedCounts;
 use postroom_core::{
-    ConsumerConfig, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
+    ConsumerConfig, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
     OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig, Subscription, Transport, async_trait,
 };
-use postroom_nats::NatsConnection;
 use postroom_nats::topology::reset::delete_workload;
 use postroom_ops::{Endpoint, Registry, TransportSpec, Workload};
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -29,22 +30,46 @@ use tokio::task::JoinHandle;
 const CONSUMER: &str = "inventory";
 const ROUTE: &str = "order.created";
 
-fn nats() -> String {
-    std::env::var("POSTROOM_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
-}
-
-/// A workload prefix both brokers accept (NATS stream names take no '.' or '-').
-fn prefix(tag: &str) -> String {
-    workload(tag).replace(['.', '-'], "_")
-}
-
 /// Delete what `prefix` names on both brokers.
 async fn cleanup(prefix: &str) {
-    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
-        .await
-        .expect("NATS");
-    let _ = delete_workload(&conn, prefix).await;
+    let _ = delete_workload(&connect().await, prefix).await;
     kafka_cleanup(prefix).await;
+}
+
+/// Write `dir`'s topology file: the workload `p`, its ladder line `ladder` (or none), and
+/// the consumer on its route.
+fn write_topology(dir: &Path, p: &str, ladder: &str) {
+    std::fs::write(
+        dir.join("topology.toml"),
+        format!(
+            "prefix = \"{p}\"\n{ladder}[[consumers]]\nname = \"{CONSUMER}\"\nbindings = [\"{ROUTE}\"]\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// Write `m` into the outbox under the key `key`, in a transaction of its own.
+async fn enqueue(store: &PgStore, m: &OutgoingMessage, key: &str) {
+    let mut tx = store.pool().begin().await.unwrap();
+    postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), m, key)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// Assert that the inbox queue holds each of `ids` once.
+async fn assert_stored_once(store: &PgStore, ids: &[MessageId]) {
+    for id in ids {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {}inbox_queue WHERE message_id = $1",
+            store.prefix()
+        ))
+        .bind(id.as_uuid())
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(n, 1, "{id} stored once");
+    }
 }
 
 /// A transport for `prefix`'s workload (one consumer on `order.created`), opened through the
@@ -139,24 +164,12 @@ fn event(agg: &str, version: u64) -> Envelope {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_migration_demo_moves_the_feed_from_nats_to_kafka_with_nothing_lost_or_applied_twice() {
-    let dir = tempfile::tempdir().unwrap();
     let p = prefix("move");
-    let r = run_for_report(
-        dir.path(),
-        &[
-            "demo",
-            "--broker",
-            &nats(),
-            "--migrate-to",
-            &kafka(),
-            "--workload",
-            &p,
-            "--timeout-secs",
-            "400",
-            "--report-json",
-            "r.json",
-        ],
-        "r.json",
+    let r = broker_demo(
+        &nats(),
+        &p,
+        &["--migrate-to", &kafka(), "--timeout-secs", "400"],
+        Vec::new(),
     )
     .await;
     cleanup(&p).await;
@@ -213,11 +226,7 @@ async fn a_row_is_marked_only_when_both_brokers_confirmed_and_the_early_copy_is_
     let mut ids = Vec::new();
     for n in 0..3 {
         let m = OutgoingMessage::from_envelope(&event(&format!("fan-{n}"), 1), ROUTE);
-        let mut tx = store.pool().begin().await.unwrap();
-        postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &m, &format!("fan-{n}"))
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
+        enqueue(&store, &m, &format!("fan-{n}")).await;
         ids.push(m.id);
     }
     let publisher =
@@ -286,17 +295,7 @@ async fn a_row_is_marked_only_when_both_brokers_confirmed_and_the_early_copy_is_
     assert!(k.duplicates >= 3, "Kafka's second copies absorbed: {k:?}");
     assert!(n.duplicates >= 3, "the NATS copies absorbed: {n:?}");
     assert_eq!(inbox_rows(&store).await, 3);
-    for id in &ids {
-        let n: i64 = sqlx::query_scalar(&format!(
-            "SELECT count(*) FROM {}inbox_queue WHERE message_id = $1",
-            store.prefix()
-        ))
-        .bind(id.as_uuid())
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-        assert_eq!(n, 1, "{id}");
-    }
+    assert_stored_once(&store, &ids).await;
     nats_t.close().await;
     kafka_t.close().await;
     cleanup(&p).await;
@@ -511,13 +510,7 @@ impl Drop for PidFiles {
 async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_row_stored_once() {
     let dir = tempfile::tempdir().unwrap();
     let p = prefix("book");
-    std::fs::write(
-        dir.path().join("topology.toml"),
-        format!(
-            "prefix = \"{p}\"\nladder = \"1s\"\n[[consumers]]\nname = \"{CONSUMER}\"\nbindings = [\"{ROUTE}\"]\n"
-        ),
-    )
-    .unwrap();
+    write_topology(dir.path(), &p, "ladder = \"1s\"\n");
     let db = TestDb::create().await;
     let store = store(&db).await;
 
@@ -531,11 +524,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
             while !*producing.borrow() {
                 let agg = format!("book-{}", n % 5);
                 let m = OutgoingMessage::from_envelope(&event(&agg, n / 5 + 1), ROUTE);
-                let mut tx = store.pool().begin().await.unwrap();
-                postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &m, &agg)
-                    .await
-                    .unwrap();
-                tx.commit().await.unwrap();
+                enqueue(&store, &m, &agg).await;
                 ids.push(m.id);
                 n += 1;
                 tokio::select! {
@@ -629,11 +618,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
     );
     let (code, metrics) = common::daemon::get(&format!("http://{kafka_feed}/metrics")).await;
     assert_eq!(code, 200);
-    let absorbed: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("postroom_inbox_feed_duplicates_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let absorbed = metric_sum(&metrics, "postroom_inbox_feed_duplicates_total{");
     assert!(absorbed > 0.0, "{metrics}");
     // The console the runbook started watches both feeds: the Kafka feed up with the
     // duplicates it absorbed, the NATS feed (stopped in step 4) down.
@@ -675,17 +660,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
         0,
         "every row marked"
     );
-    for id in &ids {
-        let n: i64 = sqlx::query_scalar(&format!(
-            "SELECT count(*) FROM {}inbox_queue WHERE message_id = $1",
-            store.prefix()
-        ))
-        .bind(id.as_uuid())
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-        assert_eq!(n, 1, "{id} stored once");
-    }
+    assert_stored_once(&store, &ids).await;
     cleanup(&p).await;
 }
 
@@ -693,11 +668,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
 fn the_move_refuses_bad_input_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("topology.toml"),
-        "prefix = \"badmove\"\n[[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\"]\n",
-    )
-    .unwrap();
+    write_topology(d, "badmove", "");
     // A second broker for the relay needs a first one.
     let out = common::postroom(
         d,
@@ -777,19 +748,8 @@ fn the_move_refuses_bad_input_clearly() {
 
 /// Messages in the NATS work stream of workload `prefix`.
 async fn messages_on_nats(prefix: &str) -> u64 {
-    let conn = NatsConnection::connect(&nats(), "postroom-cli-tests")
-        .await
-        .expect("NATS");
-    let messages = conn
-        .jetstream()
-        .get_stream(postroom_nats::naming::work_stream(prefix))
-        .await
-        .expect("the workload's NATS stream")
-        .info()
-        .await
-        .expect("its state")
-        .state
-        .messages;
+    let conn = connect().await;
+    let messages = stream_messages(&conn, &postroom_nats::naming::work_stream(prefix)).await;
     conn.close().await;
     messages
 }
@@ -811,13 +771,7 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let p = prefix("unreachable");
-    std::fs::write(
-        d.join("topology.toml"),
-        format!(
-            "prefix = \"{p}\"\nladder = \"1s\"\n[[consumers]]\nname = \"{CONSUMER}\"\nbindings = [\"{ROUTE}\"]\n"
-        ),
-    )
-    .unwrap();
+    write_topology(d, &p, "ladder = \"1s\"\n");
     let db = TestDb::create().await;
     let store = store(&db).await;
     std::fs::write(d.join("brokers"), format!("{}\n", nats())).unwrap();
@@ -847,11 +801,7 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
     let written = async |from: u64| {
         for v in from..from + 5 {
             let m = OutgoingMessage::from_envelope(&event("unreach", v), ROUTE);
-            let mut tx = store.pool().begin().await.unwrap();
-            postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &m, "unreach")
-                .await
-                .unwrap();
-            tx.commit().await.unwrap();
+            enqueue(&store, &m, "unreach").await;
         }
     };
     let relayed = async || {
@@ -913,32 +863,25 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_path_buf();
+    let d = dir.path();
     let p = prefix("sqlitefeed");
-    std::fs::write(
-        d.join("topology.toml"),
-        format!("prefix = \"{p}\"\n[[consumers]]\nname = \"inventory\"\nbindings = [\"order.created\"]\n"),
-    )
-    .unwrap();
+    write_topology(d, &p, "");
     std::fs::write(d.join("app.db"), b"").unwrap();
-    let out = tokio::task::spawn_blocking(move || {
-        common::postroom(
-            &d,
-            &[
-                "feed",
-                "--database",
-                "app.db",
-                "--broker",
-                &nats(),
-                "--consumer",
-                "inventory",
-                "--listen",
-                "127.0.0.1:0",
-            ],
-        )
-    })
-    .await
-    .unwrap();
+    let out = common::postroom_async(
+        d,
+        &[
+            "feed",
+            "--database",
+            "app.db",
+            "--broker",
+            &nats(),
+            "--consumer",
+            "inventory",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("has no inbox queue"),

@@ -1,45 +1,28 @@
 //! The CLI on NATS JetStream: topology plan/apply over the JetStream API (an update made in
 //! place, a conflict refused), and the demo with its invariants, its relay publishing with
-//! `Nats-Msg-Id` = the message id. The shared server (`POSTROOM_TEST_NATS`); a missing one
-//! fails.
+//! `Nats-Msg-Id` = the message id, and parking ingest, list and redrive through the parking
+//! stream (a copy the consumer parked, and one the server gave up on). The shared server
+//! (`POSTROOM_TEST_NATS`); a missing one fails.
 
 mod common;
 
-use common::{postroom, run_for_report, workload};
-use postroom_nats::NatsConnection;
+use common::daemon::wait_for;
+use common::nats::{NatsWorkload, connect, prefix, url as nats};
+use common::parking::{CONSUMER, ParkingPlace, commands_ingest_list_and_redrive, publish_corrupt};
+use common::{broker_demo, check_broker_demo, postroom, postroom_async};
+use postroom_core::{Delivery, Subscriber};
 use postroom_nats::topology::reset::delete_workload;
 use std::path::Path;
-
-fn nats() -> String {
-    std::env::var("POSTROOM_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
-}
-
-/// A NATS workload prefix (stream names take no '.').
-fn prefix(tag: &str) -> String {
-    workload(tag).replace(['.', '-'], "_")
-}
-
-async fn connect() -> NatsConnection {
-    NatsConnection::connect(&nats(), "postroom-cli-tests")
-        .await
-        .unwrap_or_else(|e| panic!("NATS with JetStream is required at {} : {e}", nats()))
-}
+use std::time::Duration;
 
 /// Run `postroom` off the async runtime; returns (success, stdout, stderr).
 async fn run(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = postroom(&dir, &args);
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
+    let out = postroom_async(dir, args).await;
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 async fn plan(dir: &Path) -> String {
@@ -128,32 +111,14 @@ async fn topology_plan_apply_update_and_conflict() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn demo_on_nats() {
-    let dir = tempfile::tempdir().unwrap();
     let p = prefix("demo");
-    let r = run_for_report(
-        dir.path(),
-        &[
-            "demo",
-            "--broker",
-            &nats(),
-            "--workload",
-            &p,
-            "--report-json",
-            "r.json",
-        ],
-        "r.json",
-    )
-    .await;
-    assert_eq!(r["lost"], 0);
-    assert_eq!(r["duplicate_effects"], 0);
-    assert_eq!(
-        r["parked"], 3,
-        "corrupt JSON, unknown schema version, the failure that outlasts the budget"
+    let r = broker_demo(&nats(), &p, &[], Vec::new()).await;
+    check_broker_demo(
+        &r,
+        "corrupt JSON, unknown schema version, the failure that outlasts the budget",
     );
     assert!(r["duplicates_absorbed"].as_u64().unwrap() >= 3);
-    assert_eq!(r["killed_order_reservations"], 1);
     assert_eq!(r["killed_order_redelivered"], true);
-    assert_eq!(r["failures"].as_array().unwrap().len(), 0, "{r}");
 
     // The relay published every copy with Nats-Msg-Id = its message id (the stream's
     // deduplication key).
@@ -178,4 +143,65 @@ fn a_nats_url_without_a_server_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("NATS"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parking_ingest_list_and_redrive_through_nats() {
+    common::parking::ingest_list_and_redrive::<NatsWorkload>().await;
+}
+
+/// A copy its consumer took twice and never settled (as a consumer that dies on it would):
+/// the server gives up at `max_deliver` and publishes a MAX_DELIVERIES advisory, which the
+/// parking stream captures. `postroom parking ingest` turns the advisory into a parked
+/// record (`max_deliveries`) and removes the message from the work stream; list and redrive
+/// then work as for a copy the consumer parked.
+#[tokio::test(flavor = "multi_thread")]
+async fn parking_ingest_of_a_copy_the_server_gave_up_on_through_nats() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = NatsWorkload::start_with(dir.path(), "adv", Some((1, 2))).await;
+    let id = publish_corrupt(place.publisher().as_ref()).await;
+    let mut sub = place.subscribe(1).await;
+    for k in 1..=2 {
+        let mut taken = None;
+        for _ in 0..30 {
+            taken = sub.next(Duration::from_secs(1)).await.unwrap();
+            if taken.is_some() {
+                break;
+            }
+        }
+        let d = taken.unwrap_or_else(|| panic!("delivery {k} within 30 s"));
+        assert_eq!(d.message().deliveries, Some(k));
+        drop(d);
+    }
+    // The subscriber keeps a pull request outstanding, so the server advertises the limit.
+    let parking = postroom_nats::naming::parking_stream(&place.prefix, CONSUMER);
+    wait_for(
+        Duration::from_secs(30),
+        "the MAX_DELIVERIES advisory captured in the parking stream",
+        || async { place.stream_messages(&parking).await == 1 },
+    )
+    .await;
+    sub.close().await;
+    drop(sub);
+    let work = place
+        .conn
+        .jetstream()
+        .get_stream(postroom_nats::naming::work_stream(&place.prefix))
+        .await
+        .unwrap();
+    let original = work.get_raw_message(1).await.unwrap();
+    assert_eq!(
+        original.headers.get("x-message-id").map(|v| v.as_str()),
+        Some(id.to_string().as_str()),
+        "the work stream's first message is the one the server gave up on"
+    );
+    commands_ingest_list_and_redrive(dir.path(), &place, id, "max_deliveries").await;
+    // Removed from the work stream once the parking store had it (the redriven copy is a
+    // message of its own).
+    let gone = work.get_raw_message(1).await.map(|_| ()).unwrap_err();
+    assert!(
+        gone.to_string().contains("no message found"),
+        "the original removed from the work stream: {gone}"
+    );
+    place.close().await;
 }

@@ -1,7 +1,13 @@
-//! Helpers shared by the CLI's tests: the binary, the test servers, unique broker names.
+//! Helpers shared by the CLI's tests: the binary (run in place or off the async runtime), the
+//! test servers, unique broker names, and the steps the tests of every broker take (the
+//! demo, topology plan/apply). The parking round trip is in `parking`, a broker's workload
+//! in its own module.
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod nats;
+pub mod parking;
+pub mod rabbit;
 pub mod sqs;
 
 use std::path::Path;
@@ -53,18 +59,146 @@ pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Run `postroom` with `args` in `dir` off the async runtime, assert success, and read the
-/// JSON report it wrote to `report` (a path relative to `dir`).
-pub async fn run_for_report(dir: &Path, args: &[&str], report: &str) -> serde_json::Value {
-    let (dir, report) = (dir.to_path_buf(), report.to_string());
+/// Run `postroom` with `args` in `dir` off the async runtime and wait for it.
+pub async fn postroom_async(dir: &Path, args: &[&str]) -> Output {
+    postroom_async_env(dir, args, Vec::new()).await
+}
+
+/// [`postroom_async`] with `env` added to the command's environment.
+pub async fn postroom_async_env(
+    dir: &Path,
+    args: &[&str],
+    env: Vec<(&'static str, String)>,
+) -> Output {
+    let dir = dir.to_path_buf();
     let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ok(&postroom(&dir, &args));
-        json_file(&dir.join(report))
+        postroom_cmd(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>())
+            .envs(env)
+            .output()
+            .expect("run postroom")
     })
     .await
     .expect("postroom ran")
+}
+
+/// Run `postroom` with `args` in `dir` off the async runtime, assert success, and read the
+/// JSON report it wrote to `report` (a path relative to `dir`).
+pub async fn run_for_report(dir: &Path, args: &[&str], report: &str) -> serde_json::Value {
+    run_for_report_env(dir, args, report, Vec::new()).await
+}
+
+/// [`run_for_report`] with `env` added to the command's environment.
+pub async fn run_for_report_env(
+    dir: &Path,
+    args: &[&str],
+    report: &str,
+    env: Vec<(&'static str, String)>,
+) -> serde_json::Value {
+    ok(&postroom_async_env(dir, args, env).await);
+    json_file(&dir.join(report))
+}
+
+/// `postroom demo` on `broker` for the workload `prefix`, with `extra` flags and `env` added;
+/// its JSON report.
+pub async fn broker_demo(
+    broker: &str,
+    prefix: &str,
+    extra: &[&str],
+    env: Vec<(&'static str, String)>,
+) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "demo",
+        "--broker",
+        broker,
+        "--workload",
+        prefix,
+        "--report-json",
+        "r.json",
+    ];
+    args.extend_from_slice(extra);
+    run_for_report_env(dir.path(), &args, "r.json", env).await
+}
+
+/// What the demo on every broker shows: nothing lost, nothing applied twice, the three
+/// poison messages parked (`parked`: how they reached the store), the killed order's
+/// reservation applied once, no failed check.
+pub fn check_broker_demo(r: &serde_json::Value, parked: &str) {
+    assert_eq!(r["lost"], 0, "{r}");
+    assert_eq!(r["duplicate_effects"], 0, "{r}");
+    assert_eq!(r["parked"], 3, "{parked}: {r}");
+    assert_eq!(r["killed_order_reservations"], 1, "{r}");
+    assert_eq!(r["failures"].as_array().unwrap().len(), 0, "{r}");
+}
+
+/// A topology planned, applied and planned again by the commands.
+pub struct Planned {
+    /// Where the commands ran (its `topology.toml`).
+    pub dir: tempfile::TempDir,
+    /// The workload's prefix.
+    pub prefix: String,
+    /// `topology plan`.
+    pub plan: String,
+    /// `topology apply --yes`.
+    pub apply: String,
+    /// `topology plan` after it.
+    pub again: String,
+}
+
+/// A workload of its own (`prcli-t-…`) whose topology file is `prefix = "…"` followed by
+/// `rest` (where `{prefix}` stands for the prefix): `topology plan`, `topology apply --yes`
+/// and `topology plan` again run on `broker` (with `env` added), each asserted successful.
+pub async fn plan_apply_plan(
+    rest: &str,
+    broker: &str,
+    env: Vec<(&'static str, String)>,
+) -> Planned {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = workload("t");
+    std::fs::write(
+        dir.path().join("topology.toml"),
+        format!(
+            "prefix = \"{prefix}\"\n{}",
+            rest.replace("{prefix}", &prefix)
+        ),
+    )
+    .unwrap();
+    let run = async |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--broker", broker]);
+        ok(&postroom_async_env(dir.path(), &all, env.clone()).await)
+    };
+    let plan = run(&["topology", "plan"]).await;
+    let apply = run(&["topology", "apply", "--yes"]).await;
+    let again = run(&["topology", "plan"]).await;
+    Planned {
+        dir,
+        prefix,
+        plan,
+        apply,
+        again,
+    }
+}
+
+impl Planned {
+    /// Assert that the plan has each of `needles` (where `{prefix}` stands for the prefix),
+    /// the apply said `applied`, and the plan after it had nothing to do.
+    pub fn check(&self, needles: &[&str], applied: &str) {
+        let Self {
+            prefix,
+            plan,
+            apply,
+            again,
+            ..
+        } = self;
+        for needle in needles {
+            let needle = needle.replace("{prefix}", prefix);
+            assert!(plan.contains(&needle), "{needle} in plan:\n{plan}");
+        }
+        assert!(apply.contains(applied), "{apply}");
+        assert!(again.contains("nothing to do"), "{again}");
+    }
 }
 
 /// A workload prefix of its own for one test's queues and exchanges.

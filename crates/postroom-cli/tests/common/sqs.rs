@@ -54,15 +54,7 @@ pub fn postroom(dir: &Path, args: &[&str]) -> Output {
 
 /// [`super::run_for_report`] with the AWS environment.
 pub async fn run_for_report(dir: &Path, args: &[&str], report: &str) -> serde_json::Value {
-    let (dir, report) = (dir.to_path_buf(), report.to_string());
-    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        super::ok(&postroom(&dir, &args));
-        super::json_file(&dir.join(report))
-    })
-    .await
-    .expect("postroom ran")
+    super::run_for_report_env(dir, args, report, aws_env()).await
 }
 
 /// Delete every queue whose name starts with `prefix` (best effort: with no AWS credentials
