@@ -69,9 +69,10 @@ pub use parking::{
 pub use relay::{OutboxRelay, RelayConfig};
 pub use retry::{RetryLadder, RetryPolicy};
 pub use transport::{
-    Backlog, BacklogProbe, BoxDelivery, BoxSubscriber, Capabilities, DelayCapability, Delivery,
-    FanOutPublisher, KeyOrdering, PublishTarget, Publisher, ReceivedMessage, RedeliveryCounting,
-    Subscriber, Subscription, Transport,
+    Backlog, BacklogProbe, BoxDelivery, BoxSubscriber, BrokerTopology, Capabilities,
+    DelayCapability, Delivery, FanOutPublisher, KeyOrdering, PublishTarget, Publisher,
+    ReceivedMessage, RedeliveryCounting, Subscriber, Subscription, TopologyChange, Transport,
+    refuse_conflicts,
 };
 
 // Re-exported so that stores and transports build the same types.

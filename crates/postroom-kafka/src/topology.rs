@@ -67,6 +67,25 @@ impl fmt::Display for Change {
     }
 }
 
+impl postroom_core::TopologyChange for Change {
+    fn is_made(&self) -> bool {
+        matches!(self, Change::Create(_))
+    }
+}
+
+#[postroom_core::async_trait]
+impl postroom_core::BrokerTopology for Topology {
+    type Change = Change;
+
+    async fn plan(&self) -> Result<Vec<Change>> {
+        Topology::plan(self).await
+    }
+
+    async fn apply(&self) -> Result<Vec<Change>> {
+        Topology::apply(self).await
+    }
+}
+
 /// The topics of consumers on routes.
 #[derive(Clone, Debug, Default)]
 pub struct Consumers(pub BTreeMap<String, Vec<String>>);

@@ -72,3 +72,9 @@ impl fmt::Display for Change {
         }
     }
 }
+
+impl postroom_core::TopologyChange for Change {
+    fn is_conflict(&self) -> bool {
+        Change::is_conflict(self)
+    }
+}

@@ -13,7 +13,7 @@ pub use desired::{ConsumerSpec, DesiredTopology};
 use crate::config::NatsConfig;
 use crate::connection::NatsConnection;
 use crate::error::{api, api_empty, is_not_found};
-use postroom_core::{Error, ErrorKind, Result};
+use postroom_core::Result;
 use std::collections::BTreeSet;
 use wire::{ConsumerConfig, ConsumerInfo, CreateConsumer, StreamConfig, StreamInfo};
 
@@ -88,20 +88,7 @@ impl Topology {
     /// Returns the changes made.
     pub async fn apply(&self) -> Result<Vec<Change>> {
         let plan = self.plan().await?;
-        let conflicts: Vec<String> = plan
-            .iter()
-            .filter(|c| c.is_conflict())
-            .map(ToString::to_string)
-            .collect();
-        if !conflicts.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Config,
-                format!(
-                    "the NATS topology cannot be applied: {}",
-                    conflicts.join(" | ")
-                ),
-            ));
-        }
+        postroom_core::refuse_conflicts("NATS", &plan)?;
         let js = self.conn.jetstream();
         for change in &plan {
             match change {
@@ -247,4 +234,17 @@ fn consumer_change(want: &ConsumerSpec, have: &ConsumerConfig) -> Option<Change>
         want: want.clone(),
         differs,
     })
+}
+
+#[postroom_core::async_trait]
+impl postroom_core::BrokerTopology for Topology {
+    type Change = Change;
+
+    async fn plan(&self) -> Result<Vec<Change>> {
+        Topology::plan(self).await
+    }
+
+    async fn apply(&self) -> Result<Vec<Change>> {
+        Topology::apply(self).await
+    }
 }

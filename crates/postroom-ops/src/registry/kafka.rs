@@ -5,7 +5,7 @@
 //! The URL names one bootstrap broker; `?brokers=h2:9092,h3:9092` adds more, `?partitions=N`
 //! and `?replication=N` set how created topics are made (defaults 1 and 1).
 
-use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -128,29 +128,10 @@ impl TransportDriver for KafkaDriver {
         spec: &TransportSpec,
     ) -> OpsResult<Box<dyn TopologyPlan>> {
         let config = config_of(endpoint, spec)?;
-        Ok(Box::new(KafkaTopology(Topology::new(
+        Ok(Box::new(Planned(Topology::new(
             &config,
             consumers_of(spec),
         )?)))
-    }
-}
-
-struct KafkaTopology(Topology);
-
-#[async_trait]
-impl TopologyPlan for KafkaTopology {
-    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(PlannedChange::list(&self.0.plan().await?, |_| false))
-    }
-
-    async fn apply(&self) -> OpsResult<usize> {
-        Ok(self
-            .0
-            .apply()
-            .await?
-            .iter()
-            .filter(|c| matches!(c, postroom_kafka::Change::Create(_)))
-            .count())
     }
 }
 

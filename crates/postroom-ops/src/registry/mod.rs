@@ -131,29 +131,6 @@ pub struct PlannedChange {
     pub conflict: bool,
 }
 
-impl PlannedChange {
-    /// A broker's planned changes as people read them, `conflict` saying which of them the
-    /// tool refuses to make.
-    #[cfg(any(
-        feature = "kafka",
-        feature = "nats",
-        feature = "rabbitmq",
-        feature = "sqs"
-    ))]
-    pub(crate) fn list<C: std::fmt::Display>(
-        changes: &[C],
-        conflict: impl Fn(&C) -> bool,
-    ) -> Vec<Self> {
-        changes
-            .iter()
-            .map(|c| Self {
-                text: c.to_string(),
-                conflict: conflict(c),
-            })
-            .collect()
-    }
-}
-
 /// A topology to compare with a broker and apply.
 #[async_trait]
 pub trait TopologyPlan: Send + Sync {
@@ -161,6 +138,43 @@ pub trait TopologyPlan: Send + Sync {
     async fn plan(&self) -> OpsResult<Vec<PlannedChange>>;
     /// Make the changes; returns how many were made.
     async fn apply(&self) -> OpsResult<usize>;
+}
+
+/// A broker's own topology as a [`TopologyPlan`].
+#[cfg(any(
+    feature = "kafka",
+    feature = "nats",
+    feature = "rabbitmq",
+    feature = "sqs"
+))]
+pub(crate) struct Planned<T>(pub T);
+
+#[cfg(any(
+    feature = "kafka",
+    feature = "nats",
+    feature = "rabbitmq",
+    feature = "sqs"
+))]
+#[async_trait]
+impl<T: postroom_core::BrokerTopology + 'static> TopologyPlan for Planned<T> {
+    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
+        use postroom_core::TopologyChange;
+        Ok(self
+            .0
+            .plan()
+            .await?
+            .iter()
+            .map(|c| PlannedChange {
+                text: c.to_string(),
+                conflict: c.is_conflict(),
+            })
+            .collect())
+    }
+
+    async fn apply(&self) -> OpsResult<usize> {
+        use postroom_core::TopologyChange;
+        Ok(self.0.apply().await?.iter().filter(|c| c.is_made()).count())
+    }
 }
 
 /// Opens transports of some schemes.

@@ -6,7 +6,7 @@
 //! `max_deliver`, `max_ack_pending`, `backoff`, `max_delay`, `duplicate_window`, `storage`,
 //! …, and a consumer's `partitions`). A key neither knows is refused by name.
 
-use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -138,22 +138,7 @@ impl TransportDriver for NatsDriver {
     ) -> OpsResult<Box<dyn TopologyPlan>> {
         let config = config_of(spec)?;
         let conn = connect(endpoint).await?;
-        Ok(Box::new(NatsTopology(Topology::new(conn, config)?)))
-    }
-}
-
-struct NatsTopology(Topology);
-
-#[async_trait]
-impl TopologyPlan for NatsTopology {
-    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(PlannedChange::list(&self.0.plan().await?, |c| {
-            c.is_conflict()
-        }))
-    }
-
-    async fn apply(&self) -> OpsResult<usize> {
-        Ok(self.0.apply().await?.len())
+        Ok(Box::new(Planned(Topology::new(conn, config)?)))
     }
 }
 

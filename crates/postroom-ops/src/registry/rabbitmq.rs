@@ -7,7 +7,7 @@
 //! broker URL's `cacertfile` is trusted for the API's certificate too, unless the API's URL
 //! names a CA file of its own.
 
-use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -169,22 +169,7 @@ impl TransportDriver for RabbitDriver {
         spec: &TransportSpec,
     ) -> OpsResult<Box<dyn TopologyPlan>> {
         let (config, api) = prepare(endpoint, spec)?;
-        Ok(Box::new(RabbitTopology(Topology::new(config, api)?)))
-    }
-}
-
-struct RabbitTopology(Topology);
-
-#[async_trait]
-impl TopologyPlan for RabbitTopology {
-    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(PlannedChange::list(&self.0.plan().await?, |c| {
-            c.is_conflict()
-        }))
-    }
-
-    async fn apply(&self) -> OpsResult<usize> {
-        Ok(self.0.apply().await?.len())
+        Ok(Box::new(Planned(Topology::new(config, api)?)))
     }
 }
 

@@ -20,7 +20,7 @@
 //! consumer's queue a topic goes to) from that same workload, so a relay in one process
 //! routes to the queues a consumer in another reads.
 
-use super::{Driver, PlannedChange, TopologyPlan, TransportDriver, cannot_reach};
+use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -220,20 +220,7 @@ impl TransportDriver for SqsDriver {
         endpoint: &Endpoint,
         spec: &TransportSpec,
     ) -> OpsResult<Box<dyn TopologyPlan>> {
-        Ok(Box::new(SqsTopology(prepare(endpoint, spec).await?)))
-    }
-}
-
-struct SqsTopology(Topology);
-
-#[async_trait]
-impl TopologyPlan for SqsTopology {
-    async fn plan(&self) -> OpsResult<Vec<PlannedChange>> {
-        Ok(PlannedChange::list(&self.0.plan().await?, |_| false))
-    }
-
-    async fn apply(&self) -> OpsResult<usize> {
-        Ok(self.0.apply().await?.len())
+        Ok(Box::new(Planned(prepare(endpoint, spec).await?)))
     }
 }
 

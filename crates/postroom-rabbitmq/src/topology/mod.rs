@@ -17,7 +17,7 @@ use crate::config::TopologyConfig;
 use crate::management::ManagementApi;
 use crate::naming::ConsumerNames;
 use desired::policy_name;
-use postroom_core::{Error, ErrorKind, Result};
+use postroom_core::Result;
 use std::collections::BTreeSet;
 
 /// A workload's topology and the management API it is applied through.
@@ -211,20 +211,7 @@ impl Topology {
     /// conflict that cannot be fixed in place. Returns the changes made.
     pub async fn apply(&self) -> Result<Vec<Change>> {
         let plan = self.plan().await?;
-        let conflicts: Vec<String> = plan
-            .iter()
-            .filter(|c| c.is_conflict())
-            .map(ToString::to_string)
-            .collect();
-        if !conflicts.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Config,
-                format!(
-                    "topology conflicts, nothing changed: {}",
-                    conflicts.join("; ")
-                ),
-            ));
-        }
+        postroom_core::refuse_conflicts("RabbitMQ", &plan)?;
         for change in &plan {
             match change {
                 Change::SetPolicy(p) => self.api.put_policy(p).await?,
@@ -250,5 +237,18 @@ impl Topology {
             tracing::info!(%change, "topology change applied");
         }
         Ok(plan)
+    }
+}
+
+#[postroom_core::async_trait]
+impl postroom_core::BrokerTopology for Topology {
+    type Change = Change;
+
+    async fn plan(&self) -> Result<Vec<Change>> {
+        Topology::plan(self).await
+    }
+
+    async fn apply(&self) -> Result<Vec<Change>> {
+        Topology::apply(self).await
     }
 }

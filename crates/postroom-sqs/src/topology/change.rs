@@ -65,6 +65,8 @@ pub fn same_redrive_policy(a: &str, b: &str) -> bool {
     }
 }
 
+impl postroom_core::TopologyChange for Change {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -314,3 +314,16 @@ impl Topology {
         Ok(url)
     }
 }
+
+#[postroom_core::async_trait]
+impl postroom_core::BrokerTopology for Topology {
+    type Change = Change;
+
+    async fn plan(&self) -> Result<Vec<Change>> {
+        Topology::plan(self).await
+    }
+
+    async fn apply(&self) -> Result<Vec<Change>> {
+        Topology::apply(self).await
+    }
+}
