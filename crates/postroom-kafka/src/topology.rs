@@ -73,18 +73,7 @@ impl postroom_core::TopologyChange for Change {
     }
 }
 
-#[postroom_core::async_trait]
-impl postroom_core::BrokerTopology for Topology {
-    type Change = Change;
-
-    async fn plan(&self) -> Result<Vec<Change>> {
-        Topology::plan(self).await
-    }
-
-    async fn apply(&self) -> Result<Vec<Change>> {
-        Topology::apply(self).await
-    }
-}
+postroom_core::broker_topology!(Topology, Change);
 
 /// The topics of consumers on routes.
 #[derive(Clone, Debug, Default)]

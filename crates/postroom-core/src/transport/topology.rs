@@ -34,6 +34,26 @@ pub trait BrokerTopology: Send + Sync {
     async fn apply(&self) -> Result<Vec<Self::Change>>;
 }
 
+/// Implement [`BrokerTopology`] for `$topology`, whose own `plan` and `apply` return
+/// `Result<Vec<$change>>`.
+#[macro_export]
+macro_rules! broker_topology {
+    ($topology:ty, $change:ty) => {
+        #[$crate::async_trait]
+        impl $crate::BrokerTopology for $topology {
+            type Change = $change;
+
+            async fn plan(&self) -> $crate::Result<Vec<$change>> {
+                <$topology>::plan(self).await
+            }
+
+            async fn apply(&self) -> $crate::Result<Vec<$change>> {
+                <$topology>::apply(self).await
+            }
+        }
+    };
+}
+
 /// An error naming every conflict of `plan` on `broker`, or `Ok` when there is none.
 pub fn refuse_conflicts<C: TopologyChange>(broker: &str, plan: &[C]) -> Result<()> {
     let conflicts: Vec<String> = plan

@@ -485,12 +485,7 @@ where
                     effect::<S>(&mut *tx, INVENTORY, env, &order_id, "rejected").await?;
                     InventoryResult::Rejected
                 } else {
-                    sqlx::query("UPDATE shop_stock SET available = available - $1 WHERE sku = $2")
-                        .bind(qty)
-                        .bind(sku.clone())
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db)?;
+                    adjust_stock::<S>(&mut *tx, &sku, -qty).await?;
                     sqlx::query(
                         "INSERT INTO shop_reservations (order_id, sku, qty, status) VALUES ($1, $2, $3, 'reserved')",
                     )
@@ -513,12 +508,7 @@ where
                 .await
                 .map_err(db)?;
                 if let Some((sku, qty)) = released {
-                    sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
-                        .bind(qty)
-                        .bind(sku)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db)?;
+                    adjust_stock::<S>(&mut *tx, &sku, qty).await?;
                 }
                 effect::<S>(&mut *tx, INVENTORY, env, &order_id, "cancelled").await?;
                 InventoryResult::Applied
@@ -555,6 +545,28 @@ where
             .map_err(S::db_error)?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
+}
+
+/// Add `delta` to the available stock of `sku` (a reservation takes, a release gives back).
+async fn adjust_stock<S>(
+    conn: &mut <S::Db as Database>::Connection,
+    sku: &str,
+    delta: i64,
+) -> Result<()>
+where
+    S: SqlStore,
+    for<'c> &'c mut <S::Db as Database>::Connection: Executor<'c, Database = S::Db>,
+    for<'q> <S::Db as Database>::Arguments<'q>: IntoArguments<'q, S::Db>,
+    i64: Type<S::Db> + for<'q> Encode<'q, S::Db>,
+    String: Type<S::Db> + for<'q> Encode<'q, S::Db>,
+{
+    sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
+        .bind(delta)
+        .bind(sku.to_string())
+        .execute(conn)
+        .await
+        .map_err(S::db_error)?;
+    Ok(())
 }
 
 /// Record an applied effect, numbered per consumer and order (the order it was applied in).

@@ -236,15 +236,4 @@ fn consumer_change(want: &ConsumerSpec, have: &ConsumerConfig) -> Option<Change>
     })
 }
 
-#[postroom_core::async_trait]
-impl postroom_core::BrokerTopology for Topology {
-    type Change = Change;
-
-    async fn plan(&self) -> Result<Vec<Change>> {
-        Topology::plan(self).await
-    }
-
-    async fn apply(&self) -> Result<Vec<Change>> {
-        Topology::apply(self).await
-    }
-}
+postroom_core::broker_topology!(Topology, Change);
