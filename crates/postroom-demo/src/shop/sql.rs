@@ -430,6 +430,32 @@ where
     String: Type<S::Db> + for<'q> Encode<'q, S::Db> + for<'r> Decode<'r, S::Db>,
     usize: ColumnIndex<<S::Db as Database>::Row>,
 {
+    /// A `COUNT(*)` with one text parameter.
+    async fn count(&self, sql: &str, param: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(sql)
+            .bind(param.to_string())
+            .fetch_one(self.store.pool())
+            .await
+            .map_err(S::db_error)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Add `delta` to the available stock of `sku` (a reservation takes, a release gives
+    /// back).
+    async fn adjust_stock(
+        conn: &mut <S::Db as Database>::Connection,
+        sku: &str,
+        delta: i64,
+    ) -> Result<()> {
+        sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
+            .bind(delta)
+            .bind(sku.to_string())
+            .execute(conn)
+            .await
+            .map_err(S::db_error)?;
+        Ok(())
+    }
+
     /// The inventory transaction's work for one message on `tx`, and whether to keep it
     /// (commit) or take it back (a duplicate's claim, a gap).
     async fn inventory_in(
@@ -485,7 +511,7 @@ where
                     effect::<S>(&mut *tx, INVENTORY, env, &order_id, "rejected").await?;
                     InventoryResult::Rejected
                 } else {
-                    adjust_stock::<S>(&mut *tx, &sku, -qty).await?;
+                    Self::adjust_stock(&mut *tx, &sku, -qty).await?;
                     sqlx::query(
                         "INSERT INTO shop_reservations (order_id, sku, qty, status) VALUES ($1, $2, $3, 'reserved')",
                     )
@@ -508,7 +534,7 @@ where
                 .await
                 .map_err(db)?;
                 if let Some((sku, qty)) = released {
-                    adjust_stock::<S>(&mut *tx, &sku, qty).await?;
+                    Self::adjust_stock(&mut *tx, &sku, qty).await?;
                 }
                 effect::<S>(&mut *tx, INVENTORY, env, &order_id, "cancelled").await?;
                 InventoryResult::Applied
@@ -525,48 +551,6 @@ where
         .map_err(db)?;
         Ok((result, true))
     }
-}
-
-impl<S> SqlShop<S>
-where
-    S: SqlStore,
-    for<'c> &'c mut <S::Db as Database>::Connection: Executor<'c, Database = S::Db>,
-    for<'q> <S::Db as Database>::Arguments<'q>: IntoArguments<'q, S::Db>,
-    i64: Type<S::Db> + for<'r> Decode<'r, S::Db>,
-    String: Type<S::Db> + for<'q> Encode<'q, S::Db>,
-    usize: ColumnIndex<<S::Db as Database>::Row>,
-{
-    /// A `COUNT(*)` with one text parameter.
-    async fn count(&self, sql: &str, param: &str) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(sql)
-            .bind(param.to_string())
-            .fetch_one(self.store.pool())
-            .await
-            .map_err(S::db_error)?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-}
-
-/// Add `delta` to the available stock of `sku` (a reservation takes, a release gives back).
-async fn adjust_stock<S>(
-    conn: &mut <S::Db as Database>::Connection,
-    sku: &str,
-    delta: i64,
-) -> Result<()>
-where
-    S: SqlStore,
-    for<'c> &'c mut <S::Db as Database>::Connection: Executor<'c, Database = S::Db>,
-    for<'q> <S::Db as Database>::Arguments<'q>: IntoArguments<'q, S::Db>,
-    i64: Type<S::Db> + for<'q> Encode<'q, S::Db>,
-    String: Type<S::Db> + for<'q> Encode<'q, S::Db>,
-{
-    sqlx::query("UPDATE shop_stock SET available = available + $1 WHERE sku = $2")
-        .bind(delta)
-        .bind(sku.to_string())
-        .execute(conn)
-        .await
-        .map_err(S::db_error)?;
-    Ok(())
 }
 
 /// Record an applied effect, numbered per consumer and order (the order it was applied in).
