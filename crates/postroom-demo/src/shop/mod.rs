@@ -152,8 +152,8 @@ pub trait ShopDb: Send + Sync + 'static {
     async fn record_duplicate(&self, consumer: &str, id: MessageId) -> Result<()>;
     /// The inventory transaction: inbox claim, version guard, reserve / release / reject.
     async fn apply_inventory(&self, envelope: &Envelope) -> Result<InventoryResult>;
-    /// The inventory transaction for many messages at once, in order, one result each: a
-    /// duplicate or a gap takes back only its own part. The batch's size is recorded.
+    /// The inventory transaction for many messages at once, in order, one result each (a
+    /// duplicate or a gap leaves the others' effects to commit). The batch's size is recorded.
     async fn apply_inventory_batch(&self, envelopes: &[&Envelope]) -> Result<Vec<InventoryResult>>;
     /// The orders service's transaction for a rejection.
     async fn apply_rejection(&self, envelope: &Envelope) -> Result<InventoryResult>;

@@ -256,12 +256,8 @@ where
 
     async fn apply_inventory(&self, env: &Envelope) -> Result<InventoryResult> {
         let mut tx = self.store.begin().await?;
-        let (result, keep) = self.inventory_in(&mut tx, env).await?;
-        if keep {
-            self.store.commit(tx).await?;
-        } else {
-            tx.rollback().await.map_err(S::db_error)?;
-        }
+        let result = self.inventory_in(&mut tx, env).await?;
+        self.store.commit(tx).await?;
         Ok(result)
     }
 
@@ -270,20 +266,8 @@ where
         let mut tx = self.store.begin().await?;
         let mut results = Vec::with_capacity(envs.len());
         for env in envs {
-            // Each message under its own savepoint: a duplicate or a gap takes back only its
-            // own inbox claim, and the batch goes on.
-            sqlx::query("SAVEPOINT shop_message")
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-            let (result, keep) = self.inventory_in(&mut tx, env).await?;
-            let end = if keep {
-                "RELEASE SAVEPOINT shop_message"
-            } else {
-                "ROLLBACK TO SAVEPOINT shop_message"
-            };
-            sqlx::query(end).execute(&mut *tx).await.map_err(db)?;
-            results.push(result);
+            // A duplicate or a gap writes nothing, so the others of the batch go on.
+            results.push(self.inventory_in(&mut tx, env).await?);
         }
         sqlx::query("INSERT INTO shop_batches (size, at) VALUES ($1, $2)")
             .bind(i64::try_from(envs.len()).unwrap_or(i64::MAX))
@@ -456,19 +440,17 @@ where
         Ok(())
     }
 
-    /// The inventory transaction's work for one message on `tx`, and whether to keep it
-    /// (commit) or take it back (a duplicate's claim, a gap).
+    /// The inventory transaction's work for one message on `tx`. A duplicate or a gap writes
+    /// nothing but the duplicate's inbox row: the version is checked before the inbox claim, so
+    /// a transaction holding many messages never has to take one back.
     async fn inventory_in(
         &self,
         tx: &mut <S::Db as Database>::Connection,
         env: &Envelope,
-    ) -> Result<(InventoryResult, bool)> {
+    ) -> Result<InventoryResult> {
         let db = S::db_error;
         let lock = S::DIALECT.for_update;
         let order_id = text(env, "order_id")?;
-        if !self.store.claim(&mut *tx, INVENTORY, env.id).await? {
-            return Ok((InventoryResult::Duplicate, false));
-        }
         // Serialise the aggregate: its version row is held until the commit.
         let last: Option<i64> = sqlx::query_scalar(&format!(
             "SELECT version FROM shop_versions WHERE order_id = $1{lock}"
@@ -480,8 +462,16 @@ where
         let last = last.map(|v| u64::try_from(v).unwrap_or(0));
         match check_version(last, env.aggregate.version, 1) {
             VersionDecision::Apply => {}
-            VersionDecision::AlreadyApplied => return Ok((InventoryResult::Duplicate, true)),
-            VersionDecision::Gap { .. } => return Ok((InventoryResult::Gap { last }, false)),
+            VersionDecision::AlreadyApplied => {
+                self.store.claim(&mut *tx, INVENTORY, env.id).await?;
+                return Ok(InventoryResult::Duplicate);
+            }
+            VersionDecision::Gap { .. } => return Ok(InventoryResult::Gap { last }),
+        }
+        // Two copies of a first version both pass the check: the inbox keeps the second out
+        // (its claim waits for the first's commit, then finds the row).
+        if !self.store.claim(&mut *tx, INVENTORY, env.id).await? {
+            return Ok(InventoryResult::Duplicate);
         }
         let result = match env.message_type.as_str() {
             "order.created" => {
@@ -549,7 +539,7 @@ where
         .execute(&mut *tx)
         .await
         .map_err(db)?;
-        Ok((result, true))
+        Ok(result)
     }
 }
 
