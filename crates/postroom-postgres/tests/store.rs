@@ -172,6 +172,11 @@ async fn a_relay_keeps_the_aggregates_it_publishes() {
     );
 }
 
+/// What `relay` claims now (up to 10 rows, a 30 s lease), as sorted ids.
+async fn claimed(ob: &postroom_postgres::PgOutbox, relay: &str) -> Vec<postroom_core::MessageId> {
+    ids(&ob.claim(relay, 10, Duration::from_secs(30)).await.unwrap())
+}
+
 fn ids_of(v: &[postroom_core::MessageId]) -> Vec<postroom_core::MessageId> {
     let mut v = v.to_vec();
     v.sort();
@@ -213,12 +218,12 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
         .await;
     let lease = Duration::from_secs(30);
-    assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
+    assert_eq!(claimed(&ob, "a").await.len(), 1);
     // v2 is not due for a while (as after a failed publish): a's mark cannot keep it.
     ob.release("x", rows[1].0.id, "broker down", Duration::from_millis(700))
         .await
         .unwrap();
-    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    assert!(claimed(&ob, "b").await.is_empty());
     let ob2 = ob.clone();
     let id = rows[0].0.id;
     let marker = tokio::spawn(async move {
@@ -233,10 +238,7 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
     );
     assert!(marker.await.unwrap().is_empty(), "v2 was not due");
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(
-        ids(&ob.claim("b", 10, lease).await.unwrap()),
-        ids_of(&[rows[1].0.id])
-    );
+    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[1].0.id]));
 }
 
 #[tokio::test]
@@ -250,26 +252,19 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
     let ob = s.outbox();
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
         .await;
-    let lease = Duration::from_secs(30);
-    assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
-    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    assert_eq!(claimed(&ob, "a").await.len(), 1);
+    assert!(claimed(&ob, "b").await.is_empty());
     // An insert notifies: b's wait ends and its next claim scans.
     enqueue_in_one_transaction(&s, &rows[1..=1]).await;
     ob.wait_for_rows("b", Duration::from_secs(20)).await;
-    assert_eq!(
-        ids(&ob.claim("b", 10, lease).await.unwrap()),
-        ids_of(&[rows[1].0.id])
-    );
-    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[1].0.id]));
+    assert!(claimed(&ob, "b").await.is_empty());
     // a gives its row back (no notification): b finds it once the recheck time has passed.
     ob.release("a", rows[0].0.id, "shutting down", Duration::ZERO)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(
-        ids(&ob.claim("b", 10, lease).await.unwrap()),
-        ids_of(&[rows[0].0.id])
-    );
+    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[0].0.id]));
 }
 
 #[tokio::test]
@@ -332,7 +327,7 @@ async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     let first = ob.claim("a", 10, lease).await.unwrap();
     assert_eq!(first.len(), 1, "only the head");
     // Relay b finds nothing: the head is a's. Its wait ends when a's mark commits.
-    assert!(ob.claim("b", 10, lease).await.unwrap().is_empty());
+    assert!(claimed(&ob, "b").await.is_empty());
     let ob2 = ob.clone();
     let id = first[0].id;
     let marker = tokio::spawn(async move {
@@ -351,13 +346,13 @@ async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     assert_eq!(second.len(), 1, "the successor is the head now");
     // A mark that lands between an empty claim and the wait is not lost: the wait returns
     // at once.
-    assert!(ob.claim("a", 10, lease).await.unwrap().is_empty());
+    assert!(claimed(&ob, "a").await.is_empty());
     ob.mark_published("b", &[second[0].id]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
     ob.wait_for_rows("a", Duration::from_secs(20)).await;
     assert!(started.elapsed() < Duration::from_secs(5), "not lost");
-    assert_eq!(ob.claim("a", 10, lease).await.unwrap().len(), 1);
+    assert_eq!(claimed(&ob, "a").await.len(), 1);
 }
 
 #[tokio::test]
@@ -371,7 +366,7 @@ async fn a_relay_on_a_pool_of_one_connection_is_woken_by_an_insert() {
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
         .await;
     let lease = Duration::from_secs(30);
-    assert!(ob.claim("r", 10, lease).await.unwrap().is_empty());
+    assert!(claimed(&ob, "r").await.is_empty());
     let s2 = s.clone();
     let producer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;

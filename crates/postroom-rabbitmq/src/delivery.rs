@@ -17,8 +17,9 @@ use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, MessageId, ParkedMessage, ReceivedMessage, RetryPlan,
 };
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What the deliveries of one subscriber share with it.
 #[derive(Debug)]
@@ -69,14 +70,55 @@ impl DeliveryContext {
     }
 }
 
+/// What the deliveries of one consumer channel share with it.
+#[derive(Debug)]
+pub(crate) struct ChannelState {
+    /// False once the channel was closed: acking a delivery then could hit another delivery
+    /// on a reused channel id, so it is refused.
+    pub(crate) alive: AtomicBool,
+    /// Delivery tags handed out on the channel and not acknowledged or rejected yet. An ack
+    /// with the `multiple` flag settles every unsettled tag up to its own, so it may only
+    /// cover a run that holds no other delivery's tag (one still being handled, or handed
+    /// back unacked, must come back from the broker, never be acknowledged by a neighbour).
+    unsettled: Mutex<BTreeSet<u64>>,
+}
+
+impl ChannelState {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            alive: AtomicBool::new(true),
+            unsettled: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn received(&self, tag: u64) {
+        self.tags().insert(tag);
+    }
+
+    fn tags(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        self.unsettled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many of `tags` (ascending) are the channel's lowest unsettled tags in a row: a
+    /// `multiple` ack of the last of them settles exactly those.
+    fn leading_run(&self, tags: &[u64]) -> usize {
+        self.tags()
+            .iter()
+            .zip(tags)
+            .take_while(|(unsettled, tag)| unsettled == tag)
+            .count()
+    }
+}
+
 /// A delivery from a [`RabbitSubscriber`](crate::RabbitSubscriber).
 #[derive(Debug)]
 pub struct RabbitDelivery {
     pub(crate) acker: Acker,
+    pub(crate) tag: u64,
     pub(crate) message: ReceivedMessage,
-    /// False once the channel it came on was closed: acking it then could hit another
-    /// delivery on a reused channel id, so it is refused.
-    pub(crate) channel_alive: Arc<AtomicBool>,
+    pub(crate) channel: Arc<ChannelState>,
     pub(crate) ctx: Arc<DeliveryContext>,
 }
 
@@ -91,7 +133,7 @@ impl RabbitDelivery {
     }
 
     fn check_alive(&self) -> Result<(), Error> {
-        if self.channel_alive.load(Ordering::SeqCst) {
+        if self.channel.alive.load(Ordering::SeqCst) {
             Ok(())
         } else {
             Err(Error::new(
@@ -111,10 +153,55 @@ impl RabbitDelivery {
             .await;
         match acked {
             Ok(()) => {
-                self.ctx.settled_ok.store(true, Ordering::SeqCst);
+                self.settled();
+                self.ctx.publisher.broker().stats().record_ack_act(1);
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// The broker took this delivery's ack or reject.
+    fn settled(&self) {
+        self.channel.tags().remove(&self.tag);
+        self.ctx.settled_ok.store(true, Ordering::SeqCst);
+    }
+
+    /// Acknowledge `run` (one channel's deliveries, ascending tags, the channel's lowest
+    /// unsettled ones) with one `multiple` ack of its last tag.
+    async fn ack_run(run: Vec<(usize, Self)>) -> Vec<(usize, Result<(), Handback<Self>>)> {
+        let last = &run[run.len() - 1].1;
+        let acked = match last.check_alive() {
+            Ok(()) => {
+                last.ctx
+                    .settle_act("ack", last.acker.ack(BasicAckOptions { multiple: true }))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match acked {
+            Ok(()) => {
+                let mut tags = last.channel.tags();
+                for (_, d) in &run {
+                    tags.remove(&d.tag);
+                }
+                drop(tags);
+                last.ctx.settled_ok.store(true, Ordering::SeqCst);
+                last.ctx
+                    .publisher
+                    .broker()
+                    .stats()
+                    .record_ack_act(run.len());
+                run.into_iter().map(|(i, _)| (i, Ok(()))).collect()
+            }
+            Err(e) => {
+                if e.kind() != ErrorKind::Closed {
+                    last.ctx.rebuild.store(true, Ordering::SeqCst);
+                }
+                run.into_iter()
+                    .map(|(i, d)| (i, Err((Error::new(e.kind(), e.to_string()), d))))
+                    .collect()
+            }
         }
     }
 }
@@ -127,6 +214,49 @@ impl Delivery for RabbitDelivery {
 
     async fn ack(self) -> Result<(), Handback<Self>> {
         self.ack_inner().await
+    }
+
+    /// The deliveries of a channel that are its lowest unsettled ones in a row go in one ack
+    /// with the `multiple` flag; the others are acknowledged one by one.
+    async fn ack_all(batch: Vec<Self>) -> Vec<Result<(), Handback<Self>>> {
+        let total = batch.len();
+        let mut channels: Vec<Vec<(usize, Self)>> = Vec::new();
+        for (i, d) in batch.into_iter().enumerate() {
+            match channels
+                .iter_mut()
+                .find(|c| Arc::ptr_eq(&c[0].1.channel, &d.channel))
+            {
+                Some(c) => c.push((i, d)),
+                None => channels.push(vec![(i, d)]),
+            }
+        }
+        let mut acts: Vec<
+            futures::future::BoxFuture<'static, Vec<(usize, Result<(), Handback<Self>>)>>,
+        > = Vec::new();
+        for mut c in channels {
+            c.sort_by_key(|(_, d)| d.tag);
+            let tags: Vec<u64> = c.iter().map(|(_, d)| d.tag).collect();
+            let run = c[0].1.channel.leading_run(&tags);
+            let singles = c.split_off(if run >= 2 { run } else { 0 });
+            if !c.is_empty() {
+                acts.push(Box::pin(Self::ack_run(c)));
+            }
+            for (i, d) in singles {
+                acts.push(Box::pin(async move { vec![(i, d.ack_inner().await)] }));
+            }
+        }
+        let mut done: Vec<(usize, Result<(), Handback<Self>>)> = futures::future::join_all(acts)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        debug_assert_eq!(done.len(), total, "one result per delivery");
+        done.sort_by_key(|(i, _)| *i);
+        let mut results = Vec::with_capacity(total);
+        for (_, r) in done {
+            results.push(r);
+        }
+        results
     }
 
     async fn retry(self, plan: &RetryPlan) -> Result<(), Handback<Self>> {
@@ -175,7 +305,7 @@ impl Delivery for RabbitDelivery {
                 match rejected {
                     // The work queue's policy dead-letters it (at least once) into the delay stage.
                     Ok(()) => {
-                        self.ctx.settled_ok.store(true, Ordering::SeqCst);
+                        self.settled();
                         Ok(())
                     }
                     Err(e) => Err(self.fail(e)),

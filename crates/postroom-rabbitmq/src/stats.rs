@@ -17,6 +17,9 @@ pub struct LinkStats {
     nacked: AtomicU64,
     max_in_flight: AtomicU64,
     window_slides: AtomicU64,
+    ack_acts: AtomicU64,
+    acked: AtomicU64,
+    acked_by_runs: AtomicU64,
 }
 
 impl LinkStats {
@@ -59,6 +62,17 @@ impl LinkStats {
         self.window_slides.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One basic.ack was sent for `deliveries` deliveries (more than one: the `multiple`
+    /// flag acknowledged a run).
+    pub fn record_ack_act(&self, deliveries: usize) {
+        self.ack_acts.fetch_add(1, Ordering::Relaxed);
+        self.acked.fetch_add(deliveries as u64, Ordering::Relaxed);
+        if deliveries > 1 {
+            self.acked_by_runs
+                .fetch_add(deliveries as u64, Ordering::Relaxed);
+        }
+    }
+
     /// The most confirms one publisher had outstanding at once.
     #[must_use]
     pub fn max_in_flight(&self) -> u64 {
@@ -95,5 +109,20 @@ impl LinkStats {
     #[must_use]
     pub fn nacked(&self) -> u64 {
         self.nacked.load(Ordering::Relaxed)
+    }
+    /// basic.ack frames sent by subscribers so far (one per run acknowledged with `multiple`).
+    #[must_use]
+    pub fn ack_acts(&self) -> u64 {
+        self.ack_acts.load(Ordering::Relaxed)
+    }
+    /// Deliveries acknowledged by subscribers so far.
+    #[must_use]
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Relaxed)
+    }
+    /// Deliveries acknowledged as part of a run (a `multiple` ack covering more than one).
+    #[must_use]
+    pub fn acked_by_runs(&self) -> u64 {
+        self.acked_by_runs.load(Ordering::Relaxed)
     }
 }

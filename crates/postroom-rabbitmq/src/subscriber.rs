@@ -4,7 +4,7 @@
 //! rebuilds so a broken retry route never turns into a reconnect storm (R16, R19).
 
 use crate::config::{RetryStyle, TopologyConfig};
-use crate::delivery::{DeliveryContext, RabbitDelivery};
+use crate::delivery::{ChannelState, DeliveryContext, RabbitDelivery};
 use crate::error::amqp;
 use crate::headers::{from_field_table, loops_from, x_deaths};
 use crate::naming::ConsumerNames;
@@ -57,7 +57,7 @@ impl SubscriberOptions {
 struct Link {
     channel: Channel,
     consumer: Consumer,
-    alive: Arc<AtomicBool>,
+    state: Arc<ChannelState>,
 }
 
 /// A [`Subscriber`] on a RabbitMQ queue.
@@ -77,7 +77,7 @@ pub struct RabbitSubscriber {
 impl Drop for RabbitSubscriber {
     fn drop(&mut self) {
         if let Some(link) = self.link.take() {
-            link.alive.store(false, Ordering::SeqCst);
+            link.state.alive.store(false, Ordering::SeqCst);
             self.broker.forget(&link.channel);
         }
     }
@@ -159,7 +159,7 @@ impl RabbitSubscriber {
 
     async fn drop_link(&mut self) {
         if let Some(link) = self.link.take() {
-            link.alive.store(false, Ordering::SeqCst);
+            link.state.alive.store(false, Ordering::SeqCst);
             let _ = tokio::time::timeout(
                 Duration::from_secs(5),
                 link.channel.close(200, "postroom: rebuilding channel"),
@@ -194,7 +194,7 @@ impl RabbitSubscriber {
         self.link = Some(Link {
             channel,
             consumer,
-            alive: Arc::new(AtomicBool::new(true)),
+            state: ChannelState::new(),
         });
         Ok(())
     }
@@ -288,16 +288,18 @@ impl Subscriber for RabbitSubscriber {
                 Err(amqp(format!("consuming {}", self.queue), e))
             }
             Ok(Some(Ok(d))) => {
-                let alive = self
+                let channel = self
                     .link
                     .as_ref()
-                    .map(|l| l.alive.clone())
+                    .map(|l| l.state.clone())
                     .expect("link present");
+                channel.received(d.delivery_tag);
                 let message = self.received(&d);
                 Ok(Some(RabbitDelivery {
                     acker: d.acker,
+                    tag: d.delivery_tag,
                     message,
-                    channel_alive: alive,
+                    channel,
                     ctx: self.ctx.clone(),
                 }))
             }

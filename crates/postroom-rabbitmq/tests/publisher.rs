@@ -72,17 +72,21 @@ async fn pipelined_batch_of_1000_gets_1000_results() {
     );
 }
 
-#[tokio::test]
-async fn mixed_batch_matches_each_return_to_its_own_message() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("mixed", &["ok"]).await;
-    let p = t.publisher();
-    let batch: Vec<_> = (0..200)
-        .map(|i| msg(if i % 7 == 3 { "lost" } else { "ok" }, i))
+/// Publish `n` messages in one batch, to `lost_key` (bound to nothing) where `lost(i)` and to
+/// `ok_key` elsewhere: each result is its own, unroutable or confirmed.
+async fn publish_some_unroutable(
+    t: &TestRabbit,
+    n: usize,
+    ok_key: &str,
+    lost_key: &str,
+    lost: impl Fn(usize) -> bool,
+) {
+    let batch: Vec<_> = (0..n)
+        .map(|i| msg(if lost(i) { lost_key } else { ok_key }, i))
         .collect();
-    let results = p.publish_batch(&batch).await;
+    let results = t.publisher().publish_batch(&batch).await;
     for (i, r) in results.iter().enumerate() {
-        if i % 7 == 3 {
+        if lost(i) {
             assert_eq!(
                 r.as_ref().unwrap_err().kind(),
                 ErrorKind::Unroutable,
@@ -92,6 +96,13 @@ async fn mixed_batch_matches_each_return_to_its_own_message() {
             assert!(r.is_ok(), "message {i}: {r:?}");
         }
     }
+}
+
+#[tokio::test]
+async fn mixed_batch_matches_each_return_to_its_own_message() {
+    let t = TestRabbit::new("1s").await;
+    t.add_consumer("mixed", &["ok"]).await;
+    publish_some_unroutable(&t, 200, "ok", "lost", |i| i % 7 == 3).await;
 }
 
 #[tokio::test]
@@ -135,22 +146,7 @@ async fn a_batch_larger_than_the_confirm_window_slides_through_it_with_each_retu
     })
     .await;
     t.add_consumer("window", &["w"]).await;
-    let p = t.publisher();
-    let batch: Vec<_> = (0..400)
-        .map(|i| msg(if i % 50 == 25 { "nobody.w" } else { "w" }, i))
-        .collect();
-    let results = p.publish_batch(&batch).await;
-    for (i, r) in results.iter().enumerate() {
-        if i % 50 == 25 {
-            assert_eq!(
-                r.as_ref().unwrap_err().kind(),
-                ErrorKind::Unroutable,
-                "message {i}"
-            );
-        } else {
-            assert!(r.is_ok(), "message {i}: {r:?}");
-        }
-    }
+    publish_some_unroutable(&t, 400, "w", "nobody.w", |i| i % 50 == 25).await;
     let stats = t.broker.stats();
     assert_eq!(stats.max_in_flight(), 16, "never more than the window");
     // After the first fill, each confirm let exactly one more message out while the other 15

@@ -41,19 +41,7 @@ impl Agent {
         if let Some(c) = &self.cookie {
             req = req.header(COOKIE, c);
         }
-        let r = req.send().await.expect("GET");
-        self.keep(&r);
-        let status = r.status();
-        let location = r
-            .headers()
-            .get(LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = r.text().await.expect("body");
-        if let Some(t) = csrf_in(&body) {
-            self.csrf = Some(t);
-        }
-        (status, body, location)
+        self.send(req).await
     }
 
     /// POST a form; the session's CSRF token is added when `with_csrf`.
@@ -84,7 +72,12 @@ impl Agent {
         if let Some(c) = &self.cookie {
             req = req.header(COOKIE, c);
         }
-        let r = req.send().await.expect("POST");
+        self.send(req).await
+    }
+
+    /// Send `req`; keep its cookie and the CSRF token of the page it returns.
+    async fn send(&mut self, req: reqwest::RequestBuilder) -> (StatusCode, String, Option<String>) {
+        let r = req.send().await.expect("request");
         self.keep(&r);
         let status = r.status();
         let location = r

@@ -1,8 +1,10 @@
 //! The batched consumer: many messages per transaction, with the guarantees of the
 //! per-message loop.
 //!
-//! Deliveries go to `concurrency` lanes (by aggregate key with [`Ordering::PerKey`], so one
-//! key stays in one lane and in order; round robin otherwise). Each lane gathers up to
+//! Deliveries go to `concurrency` lanes: by aggregate key with [`Ordering::PerKey`], so one
+//! key stays in one lane and in order; otherwise whichever lane is free takes the next run of
+//! deliveries as they come, so a batch holds consecutive deliveries (which a transport can
+//! acknowledge in one act). Each lane gathers up to
 //! `batch_size` deliveries, waiting at most `linger` after the first, and hands the decodable
 //! ones to the [`BatchHandler`] in one call (one transaction, one inbox statement). Copies at
 //! the crash-loop bound and undecodable bodies are parked on their own first. Acks follow the
@@ -105,21 +107,36 @@ impl<B: BatchHandler + ?Sized> BatchConsumer<B> {
     pub async fn run<S: Subscriber>(&self, mut subscriber: S, mut shutdown: watch::Receiver<bool>) {
         let cfg = self.step.config.clone();
         let lanes = cfg.concurrency;
-        let mut senders = Vec::with_capacity(lanes);
-        let mut workers = Vec::with_capacity(lanes);
-        for _ in 0..lanes {
-            let (tx, rx) = mpsc::channel::<Pulled<S::Delivery>>(self.batch.max_size);
+        // Per key: a queue per lane. Otherwise one queue that the lanes take turns to gather
+        // from (a lane holds it while it gathers a batch).
+        let queues = if cfg.ordering == Ordering::PerKey {
+            lanes
+        } else {
+            1
+        };
+        let mut senders = Vec::with_capacity(queues);
+        let mut receivers = Vec::with_capacity(queues);
+        for _ in 0..queues {
+            let capacity = self.batch.max_size * (lanes / queues);
+            let (tx, rx) = mpsc::channel::<Pulled<S::Delivery>>(capacity.max(1));
             senders.push(tx);
-            let lane = Lane {
+            receivers.push(Arc::new(tokio::sync::Mutex::new(rx)));
+        }
+        let mut workers = Vec::with_capacity(lanes);
+        for lane in 0..lanes {
+            let lane_worker = Lane {
                 step: self.step.clone(),
                 batch: self.batch,
             };
-            workers.push(tokio::spawn(lane.run(rx)));
+            workers.push(tokio::spawn(
+                lane_worker.run(receivers[lane % queues].clone()),
+            ));
         }
+        drop(receivers);
         let mut backoff =
             crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
         let breaker = self.step.breaker.clone();
-        let mut next_lane = 0usize;
+        let mut keyless = 0usize;
         loop {
             if *shutdown.borrow() || shutdown.has_changed().is_err() {
                 break;
@@ -140,15 +157,16 @@ impl<B: BatchHandler + ?Sized> BatchConsumer<B> {
                 Ok(Some(delivery)) => {
                     backoff.reset();
                     let msg = delivery.message().clone();
-                    let lane = match (cfg.ordering, msg.ordering_key()) {
-                        (Ordering::PerKey, Some(key)) => lane_of(key, lanes),
-                        _ => {
-                            next_lane = (next_lane + 1) % lanes;
-                            next_lane
+                    let queue = match (queues, msg.ordering_key()) {
+                        (1, _) => 0,
+                        (_, Some(key)) => lane_of(key, lanes),
+                        (_, None) => {
+                            keyless = (keyless + 1) % lanes;
+                            keyless
                         }
                     };
-                    // Waits while the lane is full: backpressure on the transport.
-                    if senders[lane].send(Pulled { delivery, msg }).await.is_err() {
+                    // Waits while the queue is full: backpressure on the transport.
+                    if senders[queue].send(Pulled { delivery, msg }).await.is_err() {
                         tracing::error!(consumer = %cfg.name, "a batch lane stopped");
                         break;
                     }
@@ -184,16 +202,21 @@ struct Lane<B: ?Sized> {
 }
 
 impl<B: BatchHandler + ?Sized> Lane<B> {
-    async fn run<D: Delivery>(self, mut rx: mpsc::Receiver<Pulled<D>>) {
-        while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            let deadline = tokio::time::Instant::now() + self.batch.linger;
-            while batch.len() < self.batch.max_size {
-                match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(p)) => batch.push(p),
-                    Ok(None) | Err(_) => break,
+    async fn run<D: Delivery>(self, queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Pulled<D>>>>) {
+        loop {
+            let batch = {
+                let mut rx = queue.lock().await;
+                let Some(first) = rx.recv().await else { break };
+                let mut batch = vec![first];
+                let deadline = tokio::time::Instant::now() + self.batch.linger;
+                while batch.len() < self.batch.max_size {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(p)) => batch.push(p),
+                        Ok(None) | Err(_) => break,
+                    }
                 }
-            }
+                batch
+            };
             self.process(batch).await;
         }
     }
@@ -253,12 +276,20 @@ impl<B: BatchHandler + ?Sized> Lane<B> {
                 settled.push((p, decision));
             }
         }
-        futures::future::join_all(settled.into_iter().map(
+        // Retries and parks first (each acks its original once its copy is confirmed), then
+        // the acks of the batch together: with no unsettled delivery left among them, a
+        // transport that acknowledges runs (AMQP `multiple`) covers the batch in one act.
+        let (acks, others): (Vec<_>, Vec<_>) = settled
+            .into_iter()
+            .partition(|(_, d)| matches!(d.disposition, Disposition::Ack));
+        futures::future::join_all(others.into_iter().map(
             |(Pulled { delivery, msg }, decision)| async move {
                 self.step.settle(delivery, &msg, decision).await;
             },
         ))
         .await;
+        let acks = acks.into_iter().map(|(p, _)| p.delivery).collect();
+        self.step.settle_acks(acks).await;
     }
 
     /// Results for `batch`, one per message: the handler's, or — when its transaction failed —

@@ -24,33 +24,7 @@ impl<H: ?Sized> Step<H> {
         match decision.disposition {
             Disposition::Ack => {
                 failpoint::hit(failpoint::CONSUMER_BEFORE_ACK, &name).await;
-                let mut delivery = delivery;
-                let mut closed = false;
-                for try_no in 0..3 {
-                    match delivery.ack().await {
-                        Ok(()) => return,
-                        Err((e, back)) => {
-                            metrics::counter!(m::SETTLE_FAILED, "consumer" => name.clone(), "act" => "ack").increment(1);
-                            tracing::warn!(error = %e, try_no, "ack failed");
-                            delivery = back;
-                            closed = e.kind() == ErrorKind::Closed;
-                            if closed {
-                                break; // the link is gone: trying again cannot help
-                            }
-                            tokio::time::sleep(Duration::from_millis(50 << try_no)).await;
-                        }
-                    }
-                }
-                self.stats.record_settle_failure();
-                if closed {
-                    tracing::warn!(
-                        "the delivery's channel or link was closed before its ack (a shutdown?): the transport delivers it again (the inbox absorbs it)"
-                    );
-                } else {
-                    tracing::error!(
-                        "ack kept failing: leaving the delivery to the transport, which delivers it again (the inbox absorbs it)"
-                    );
-                }
+                self.ack_with_retries(delivery).await;
             }
             Disposition::Retry(plan) => match delivery.retry(&plan).await {
                 Ok(()) => {
@@ -94,6 +68,64 @@ impl<H: ?Sized> Step<H> {
                     }
                 }
             }
+        }
+    }
+    /// Acknowledge every delivery of `acks` (their effects committed) in as few acts as the
+    /// transport allows ([`Delivery::ack_all`]); one that failed is tried again on its own.
+    pub async fn settle_acks<D: Delivery>(&self, acks: Vec<D>) {
+        if acks.is_empty() {
+            return;
+        }
+        for _ in 0..acks.len() {
+            failpoint::hit(failpoint::CONSUMER_BEFORE_ACK, &self.config.name).await;
+        }
+        let failed = D::ack_all(acks).await.into_iter().filter_map(Result::err);
+        futures::future::join_all(failed.map(|(e, back)| async move {
+            metrics::counter!(m::SETTLE_FAILED, "consumer" => self.config.name.clone(), "act" => "ack").increment(1);
+            tracing::warn!(error = %e, "ack failed");
+            if e.kind() == ErrorKind::Closed {
+                self.gave_up_ack(true);
+            } else {
+                self.ack_with_retries(back).await;
+            }
+        }))
+        .await;
+    }
+
+    /// Acknowledge `delivery`, trying again twice after a failure unless the link is gone.
+    async fn ack_with_retries<D: Delivery>(&self, delivery: D) {
+        let name = &self.config.name;
+        let mut delivery = delivery;
+        let mut closed = false;
+        for try_no in 0..3 {
+            match delivery.ack().await {
+                Ok(()) => return,
+                Err((e, back)) => {
+                    metrics::counter!(m::SETTLE_FAILED, "consumer" => name.clone(), "act" => "ack")
+                        .increment(1);
+                    tracing::warn!(error = %e, try_no, "ack failed");
+                    delivery = back;
+                    closed = e.kind() == ErrorKind::Closed;
+                    if closed {
+                        break; // the link is gone: trying again cannot help
+                    }
+                    tokio::time::sleep(Duration::from_millis(50 << try_no)).await;
+                }
+            }
+        }
+        self.gave_up_ack(closed);
+    }
+
+    fn gave_up_ack(&self, closed: bool) {
+        self.stats.record_settle_failure();
+        if closed {
+            tracing::warn!(
+                "the delivery's channel or link was closed before its ack (a shutdown?): the transport delivers it again (the inbox absorbs it)"
+            );
+        } else {
+            tracing::error!(
+                "ack kept failing: leaving the delivery to the transport, which delivers it again (the inbox absorbs it)"
+            );
         }
     }
 }

@@ -7,12 +7,21 @@ use crate::outcome::RetryPlan;
 use crate::parking::ParkedMessage;
 use crate::transport::{Delivery, Handback, ReceivedMessage, Subscriber};
 use async_trait::async_trait;
+use std::any::Any;
 use std::time::Duration;
 
 #[async_trait]
 trait DynDelivery: Send {
     fn message(&self) -> &ReceivedMessage;
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
     async fn ack(self: Box<Self>) -> std::result::Result<(), Handback<BoxDelivery>>;
+    /// Acknowledge this delivery and `rest` with [`Delivery::ack_all`] of the concrete type
+    /// (all of them are of this delivery's type; otherwise each is acknowledged on its own).
+    async fn ack_all(
+        self: Box<Self>,
+        rest: Vec<BoxDelivery>,
+    ) -> Vec<std::result::Result<(), Handback<BoxDelivery>>>;
     async fn retry(
         self: Box<Self>,
         plan: &RetryPlan,
@@ -28,10 +37,38 @@ impl<D: Delivery> DynDelivery for D {
     fn message(&self) -> &ReceivedMessage {
         Delivery::message(self)
     }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
     async fn ack(self: Box<Self>) -> std::result::Result<(), Handback<BoxDelivery>> {
         Delivery::ack(*self)
             .await
             .map_err(|(e, d)| (e, BoxDelivery::new(d)))
+    }
+    async fn ack_all(
+        self: Box<Self>,
+        rest: Vec<BoxDelivery>,
+    ) -> Vec<std::result::Result<(), Handback<BoxDelivery>>> {
+        if !rest.iter().all(|b| b.0.as_any().is::<D>()) {
+            let mine = std::iter::once(BoxDelivery(self));
+            let all = mine.chain(rest).map(Delivery::ack);
+            return futures::future::join_all(all).await;
+        }
+        let mut all: Vec<D> = Vec::with_capacity(rest.len() + 1);
+        all.push(*self);
+        all.extend(
+            rest.into_iter()
+                .filter_map(|b| b.0.into_any().downcast::<D>().ok())
+                .map(|d| *d),
+        );
+        D::ack_all(all)
+            .await
+            .into_iter()
+            .map(|r| r.map_err(|(e, d)| (e, BoxDelivery::new(d))))
+            .collect()
     }
     async fn retry(
         self: Box<Self>,
@@ -68,6 +105,13 @@ impl Delivery for BoxDelivery {
     }
     async fn ack(self) -> std::result::Result<(), Handback<Self>> {
         self.0.ack().await
+    }
+    async fn ack_all(batch: Vec<Self>) -> Vec<std::result::Result<(), Handback<Self>>> {
+        let mut batch = batch.into_iter();
+        match batch.next() {
+            Some(first) => first.0.ack_all(batch.collect()).await,
+            None => Vec::new(),
+        }
     }
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>> {
         self.0.retry(plan).await

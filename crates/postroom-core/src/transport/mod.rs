@@ -142,6 +142,14 @@ pub trait Delivery: Send + Sized + 'static {
     /// Acknowledge: the effect is durable.
     async fn ack(self) -> std::result::Result<(), Handback<Self>>;
 
+    /// Acknowledge several deliveries whose effects are durable; one result per delivery, in
+    /// their order. A transport that can acknowledge a run of deliveries in one act (AMQP's
+    /// `multiple` flag) does so where no other unsettled delivery lies inside the run; by
+    /// default each is acknowledged on its own, all at once.
+    async fn ack_all(batch: Vec<Self>) -> Vec<std::result::Result<(), Handback<Self>>> {
+        futures::future::join_all(batch.into_iter().map(Self::ack)).await
+    }
+
     /// Publish a copy with the same id and `x-retry-attempt = plan.attempt` to the delay stage,
     /// wait for its confirmation, and only then acknowledge this delivery (R9).
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>>;

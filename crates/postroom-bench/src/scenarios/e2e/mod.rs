@@ -101,13 +101,17 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
                     Figures::add(&mut raw_f, mix.n, elapsed, lat);
                 }
                 1 => {
+                    let acks = Acks::now(&w);
                     let got = postroom::round(&w, &store, mix, &per_shape).await?;
-                    stats.insert("per_message".into(), stats_json(&got.stats));
+                    let json = acks.since(&w, stats_json(&got.stats));
+                    stats.insert("per_message".into(), json);
                     Figures::add(&mut per_f, mix.n, got.elapsed, got.latencies_ms);
                 }
                 _ => {
+                    let acks = Acks::now(&w);
                     let got = postroom::round(&w, &store, mix, &batched_shape).await?;
-                    stats.insert("batched".into(), stats_json(&got.stats));
+                    let json = acks.since(&w, stats_json(&got.stats));
+                    stats.insert("batched".into(), json);
                     Figures::add(&mut batched_f, mix.n, got.elapsed, got.latencies_ms);
                 }
             }
@@ -188,6 +192,34 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
             &batched_load,
         ),
     ])
+}
+
+/// The broker link's ack counters before a postroom round.
+struct Acks {
+    acts: u64,
+    acked: u64,
+    by_runs: u64,
+}
+
+impl Acks {
+    fn now(w: &Workload) -> Self {
+        let s = w.broker.stats();
+        Self {
+            acts: s.ack_acts(),
+            acked: s.acked(),
+            by_runs: s.acked_by_runs(),
+        }
+    }
+
+    /// `json` with the round's basic.ack frames, deliveries acked, and those acked as part of
+    /// a run (one `multiple` ack for several).
+    fn since(&self, w: &Workload, mut json: serde_json::Value) -> serde_json::Value {
+        let s = w.broker.stats();
+        json["ack_frames"] = (s.ack_acts() - self.acts).into();
+        json["acked"] = (s.acked() - self.acked).into();
+        json["acked_by_runs"] = (s.acked_by_runs() - self.by_runs).into();
+        json
+    }
 }
 
 fn stats_json(s: &postroom_core::stats::StatsSnapshot) -> serde_json::Value {
