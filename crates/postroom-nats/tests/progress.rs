@@ -17,26 +17,19 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
     let transport = nats.transport(cfg);
     let probe = Probe::new(Mode::Slow(Duration::from_millis(3500)));
     // Two processes: a copy whose ownership lapsed would go to the other one.
-    let a = run(
-        &transport,
-        "slow",
-        &["order.created"],
-        probe.clone(),
-        policy("1s", 2),
-        1,
-        Ordering::Unordered,
-    )
-    .await;
-    let b = run(
-        &transport,
-        "slow",
-        &["order.created"],
-        probe.clone(),
-        policy("1s", 2),
-        1,
-        Ordering::Unordered,
-    )
-    .await;
+    let start = || {
+        run(
+            &transport,
+            "slow",
+            &["order.created"],
+            probe.clone(),
+            policy("1s", 2),
+            1,
+            Ordering::Unordered,
+        )
+    };
+    let a = start().await;
+    let b = start().await;
     let env = order("slow", 1);
     transport
         .publisher()

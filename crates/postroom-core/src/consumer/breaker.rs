@@ -204,17 +204,24 @@ mod tests {
         assert_eq!(b.state(), BreakerState::Closed(0));
     }
 
-    /// The defect this state machine fixes: after the cooldown the trial pull found the work
-    /// queue empty (the failed messages wait in a retry stage), and the breaker stayed
-    /// half-open with a trial "in flight" forever, so the consumer never pulled again.
-    #[test]
-    fn an_empty_trial_pull_reopens_and_pulls_again_after_the_cooldown() {
+    /// A breaker opened by two failures, and the moment after its cooldown when it admits the
+    /// trial pull.
+    fn tripped_then_cooled() -> (CircuitBreaker, Instant) {
         let b = breaker();
         let t0 = Instant::now();
         b.record_failure_at(t0);
         b.record_failure_at(t0);
         let t1 = t0 + Duration::from_secs(6);
         assert_eq!(b.admit_at(t1), Admission::Pull);
+        (b, t1)
+    }
+
+    /// The defect this state machine fixes: after the cooldown the trial pull found the work
+    /// queue empty (the failed messages wait in a retry stage), and the breaker stayed
+    /// half-open with a trial "in flight" forever, so the consumer never pulled again.
+    #[test]
+    fn an_empty_trial_pull_reopens_and_pulls_again_after_the_cooldown() {
+        let (b, t1) = tripped_then_cooled();
         b.pulled_at(false, t1);
         assert!(matches!(b.admit_at(t1), Admission::Wait(d) if d > Duration::from_secs(4)));
         let t2 = t1 + Duration::from_secs(6);
@@ -223,12 +230,7 @@ mod tests {
 
     #[test]
     fn a_neutral_trial_ends_without_a_verdict() {
-        let b = breaker();
-        let t0 = Instant::now();
-        b.record_failure_at(t0);
-        b.record_failure_at(t0);
-        let t1 = t0 + Duration::from_secs(6);
-        assert_eq!(b.admit_at(t1), Admission::Pull);
+        let (b, t1) = tripped_then_cooled();
         b.pulled_at(true, t1);
         assert!(matches!(b.admit_at(t1), Admission::Wait(_)));
         b.record_neutral();
