@@ -70,6 +70,7 @@ impl<H: ?Sized> Step<H> {
             }
         }
     }
+
     /// Acknowledge every delivery of `acks` (their effects committed) in as few acts as the
     /// transport allows ([`Delivery::ack_all`]); one that failed is tried again on its own.
     pub async fn settle_acks<D: Delivery>(&self, acks: Vec<D>) {

@@ -57,13 +57,14 @@ impl<D: Delivery> DynDelivery for D {
             let all = mine.chain(rest).map(Delivery::ack);
             return futures::future::join_all(all).await;
         }
+        // Every one is a `D` (checked just above), so each downcast succeeds and no delivery
+        // goes without its result.
         let mut all: Vec<D> = Vec::with_capacity(rest.len() + 1);
         all.push(*self);
-        all.extend(
-            rest.into_iter()
-                .filter_map(|b| b.0.into_any().downcast::<D>().ok())
-                .map(|d| *d),
-        );
+        for b in rest {
+            let d = b.0.into_any().downcast::<D>();
+            all.push(*d.expect("checked to be of this delivery's type"));
+        }
         D::ack_all(all)
             .await
             .into_iter()
