@@ -31,6 +31,11 @@ pub struct BrokerOptions {
     /// next message as soon as the oldest one is confirmed, instead of waiting for the whole
     /// batch (at least 1).
     pub confirm_window: usize,
+    /// Longest wait for the broker while setting the link up: connecting (TCP, TLS, the
+    /// AMQP handshake), opening a channel, re-declaring the topology. The client leaves a
+    /// request on a connection that is going away unanswered; bounded, the link is dropped
+    /// and made again instead of waiting forever.
+    pub setup_timeout: Duration,
 }
 
 impl Default for BrokerOptions {
@@ -41,6 +46,7 @@ impl Default for BrokerOptions {
             connection_name: "postroom".into(),
             confirm_timeout: Duration::from_secs(30),
             confirm_window: 256,
+            setup_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -82,7 +88,19 @@ impl Broker {
 
     /// Connect with options.
     pub async fn connect_with(uri: &str, options: BrokerOptions) -> Result<Arc<Self>> {
-        let conn = open(uri, &options).await?;
+        let conn = match tokio::time::timeout(options.setup_timeout, open(uri, &options)).await {
+            Ok(conn) => conn?,
+            Err(_) => {
+                return Err(Error::new(
+                    ErrorKind::Connection,
+                    format!(
+                        "connecting to {}: no answer from the broker within {:?}",
+                        redact(uri),
+                        options.setup_timeout
+                    ),
+                ));
+            }
+        };
         let backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
         Ok(Arc::new(Self {
             uri: uri.to_string(),
@@ -132,6 +150,28 @@ impl Broker {
     #[must_use]
     pub fn options(&self) -> &BrokerOptions {
         &self.options
+    }
+
+    /// Run a link-setup request, bounded by [`BrokerOptions::setup_timeout`].
+    pub(crate) async fn bounded<T>(
+        &self,
+        what: &str,
+        request: impl std::future::Future<Output = std::result::Result<T, lapin::Error>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.options.setup_timeout, request).await {
+            Ok(r) => r.map_err(|e| amqp(what, e)),
+            Err(_) => Err(self.no_answer(what)),
+        }
+    }
+
+    fn no_answer(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "{what}: no answer from the broker within {:?}",
+                self.options.setup_timeout
+            ),
+        )
     }
 
     /// Counters of this link.
@@ -194,11 +234,24 @@ impl Broker {
         }
         if let Some(conn) = &st.conn {
             if conn.status().connected() {
-                match conn.create_channel().await {
+                match self
+                    .bounded("opening a channel", conn.create_channel())
+                    .await
+                {
                     Ok(ch) => return Ok(ch),
                     Err(e) => {
                         tracing::warn!(error = %e, "opening a channel failed: reconnecting");
-                        st.conn = None;
+                        if let Some(conn) = st.conn.take() {
+                            // Not waited for: a connection that left a request unanswered
+                            // may leave its close unanswered too.
+                            tokio::spawn(async move {
+                                let _ = tokio::time::timeout(
+                                    Duration::from_secs(5),
+                                    conn.close(200, "postroom: reconnecting"),
+                                )
+                                .await;
+                            });
+                        }
                     }
                 }
             } else {
@@ -238,18 +291,31 @@ impl Broker {
     /// Open a connection and a channel and declare the topology on it; the connection is
     /// closed again when a later step fails.
     async fn reconnect(&self, again: bool) -> Result<(Connection, Channel)> {
-        let conn = open(&self.uri, &self.options).await?;
+        let conn =
+            match tokio::time::timeout(self.options.setup_timeout, open(&self.uri, &self.options))
+                .await
+            {
+                Ok(conn) => conn?,
+                Err(_) => return Err(self.no_answer("connecting")),
+            };
         if again {
             self.stats.record_reconnect();
         }
         let ready = async {
-            let ch = conn
-                .create_channel()
-                .await
-                .map_err(|e| amqp("opening a channel", e))?;
+            let ch = self
+                .bounded("opening a channel", conn.create_channel())
+                .await?;
             let topology = self.topology.lock().expect("topology lock").clone();
             if let Some(t) = topology {
-                crate::topology::amqp::declare(&ch, &t).await?;
+                match tokio::time::timeout(
+                    self.options.setup_timeout,
+                    crate::topology::amqp::declare(&ch, &t),
+                )
+                .await
+                {
+                    Ok(declared) => declared?,
+                    Err(_) => return Err(self.no_answer("declaring the topology")),
+                }
             }
             Ok::<_, Error>(ch)
         }

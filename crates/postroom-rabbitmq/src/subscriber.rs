@@ -170,27 +170,32 @@ impl RabbitSubscriber {
 
     async fn open(&mut self) -> Result<()> {
         let channel = self.broker.channel().await?;
-        channel
-            .basic_qos(self.options.prefetch, BasicQosOptions::default())
-            .await
-            .map_err(|e| amqp("setting prefetch", e))?;
+        self.broker
+            .bounded(
+                "setting prefetch",
+                channel.basic_qos(self.options.prefetch, BasicQosOptions::default()),
+            )
+            .await?;
         let tag = format!(
             "postroom-{}-{}",
             self.ctx.names.consumer,
             &uuid::Uuid::now_v7().simple().to_string()[20..]
         );
-        let consumer = channel
-            .basic_consume(
-                &self.queue,
-                &tag,
-                BasicConsumeOptions {
-                    no_ack: false,
-                    ..BasicConsumeOptions::default()
-                },
-                FieldTable::default(),
+        let consumer = self
+            .broker
+            .bounded(
+                &format!("consuming {}", self.queue),
+                channel.basic_consume(
+                    &self.queue,
+                    &tag,
+                    BasicConsumeOptions {
+                        no_ack: false,
+                        ..BasicConsumeOptions::default()
+                    },
+                    FieldTable::default(),
+                ),
             )
-            .await
-            .map_err(|e| amqp(format!("consuming {}", self.queue), e))?;
+            .await?;
         self.link = Some(Link {
             channel,
             consumer,
@@ -268,6 +273,17 @@ impl Subscriber for RabbitSubscriber {
             let pause = self.backoff.next_delay();
             tracing::warn!(queue = %self.queue, pause_ms = pause.as_millis() as u64, "settling failed: rebuilding the consumer channel after a pause");
             tokio::time::sleep(pause).await;
+        }
+        if self
+            .link
+            .as_ref()
+            .is_some_and(|l| !l.channel.status().connected())
+        {
+            // The channel or its connection went away without ending the consumer's stream:
+            // open a new one (what it had delivered unacked is back in the queue).
+            tracing::warn!(queue = %self.queue, "the consumer channel is closed: reopening it");
+            self.drop_link().await;
+            self.stats.record_channel_rebuild();
         }
         if self.link.is_none() {
             self.open().await?;

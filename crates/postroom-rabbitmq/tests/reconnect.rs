@@ -188,3 +188,41 @@ async fn a_declare_that_keeps_failing_is_retried_no_faster_than_the_backoff() {
     assert!(waited > attempts, "callers in between were told to wait");
     t.broker.close().await;
 }
+
+/// A host that takes the TCP connection and never speaks AMQP (a hung broker, a proxy with
+/// nothing behind it): connecting fails after the setup timeout with a clear error instead of
+/// waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_never_answers_the_handshake_is_a_timeout_not_a_hang() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let started = std::time::Instant::now();
+    let e = postroom_rabbitmq::Broker::connect_with(
+        &format!("amqp://guest:secret@127.0.0.1:{port}/%2f"),
+        postroom_rabbitmq::BrokerOptions {
+            setup_timeout: Duration::from_secs(1),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("a broker that never answers is not connected to");
+    let took = started.elapsed();
+    assert_eq!(e.kind(), postroom_core::ErrorKind::Connection, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("no answer from the broker"), "{text}");
+    assert!(
+        !text.contains("secret"),
+        "the password is not printed: {text}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "given up after the setup timeout, not hung: {took:?}"
+    );
+    held.abort();
+}
