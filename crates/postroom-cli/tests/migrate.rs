@@ -15,14 +15,15 @@ use common::nats::{connect, prefix, stream_messages, url as nats};
 use common::{TestDb, broker_demo, kafka, kafka_cleanup};
 use postroom_core::inbox_feed::FeedCounts;
 use postroom_core::{
-    ConsumerConfig, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
-    OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig, Subscription, Transport, async_trait,
+    ConsumerConfig, Envelope, EnvelopeDecoder, MessageId, OutboxRelay, OutboxStore,
+    OutgoingMessage, RelayConfig, Subscription, Transport,
 };
 use postroom_nats::topology::reset::delete_workload;
 use postroom_ops::{Endpoint, Registry, TransportSpec, Workload};
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
+use postroom_testkit::effect::VersionLog;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -301,36 +302,6 @@ async fn a_row_is_marked_only_when_both_brokers_confirmed_and_the_early_copy_is_
     cleanup(&p).await;
 }
 
-/// Records the versions it handled per aggregate.
-#[derive(Default)]
-struct Recorder {
-    calls: Mutex<Vec<(String, u64)>>,
-}
-
-impl Recorder {
-    fn versions_of(&self, agg: &str) -> Vec<u64> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.0 == agg)
-            .map(|c| c.1)
-            .collect()
-    }
-}
-
-#[async_trait]
-impl Handler for Recorder {
-    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
-        let e = &m.envelope;
-        self.calls
-            .lock()
-            .unwrap()
-            .push((e.aggregate.id.clone(), e.aggregate.version));
-        Ok(Handled::Applied)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_the_missing_version()
 {
@@ -352,7 +323,7 @@ async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_t
         }
     };
 
-    let handler = Arc::new(Recorder::default());
+    let handler = Arc::new(VersionLog::default());
     let (stop_workers, workers_rx) = watch::channel(false);
     let workers = {
         let (iq, h) = (iq.clone(), handler.clone());

@@ -10,49 +10,19 @@ mod common;
 use common::TestKafka;
 use postroom_core::consumer::ConsumerConfig;
 use postroom_core::{
-    Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, OutgoingMessage,
-    ParkingFilter, ParkingStore, Publisher, Subscription, Transport, async_trait,
+    Envelope, EnvelopeDecoder, OutgoingMessage, ParkingFilter, ParkingStore, Publisher,
+    Subscription, Transport,
 };
 use postroom_kafka::KafkaTransport;
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
+use postroom_testkit::effect::VersionLog;
 use postroom_testkit::servers::TestDb;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 const CONSUMER: &str = "seed3";
 const ROUTE: &str = "orders";
-
-/// Records the versions it handled per aggregate.
-#[derive(Default)]
-struct Recorder {
-    calls: Mutex<Vec<(String, u64)>>,
-}
-
-impl Recorder {
-    fn versions_of(&self, agg: &str) -> Vec<u64> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.0 == agg)
-            .map(|c| c.1)
-            .collect()
-    }
-}
-
-#[async_trait]
-impl Handler for Recorder {
-    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let e = &m.envelope;
-        self.calls
-            .lock()
-            .unwrap()
-            .push((e.aggregate.id.clone(), e.aggregate.version));
-        Ok(Handled::Applied)
-    }
-}
 
 fn event(agg: &str, version: u64) -> Envelope {
     Envelope::builder("order.created", "seed-003")
@@ -112,7 +82,7 @@ async fn a_kafka_topic_feeds_the_inbox_table_and_workers_process_it_in_order_acr
         let (iq, rx) = (iq.clone(), rx.clone());
         tokio::spawn(async move { iq.ingest(sub, rx).await })
     };
-    let handler = Arc::new(Recorder::default());
+    let handler = Arc::new(VersionLog::pausing(Duration::from_millis(10)));
     let workers = {
         let (iq, h) = (iq.clone(), handler.clone());
         tokio::spawn(async move { iq.run_workers(h, rx).await })
@@ -134,7 +104,7 @@ async fn a_kafka_topic_feeds_the_inbox_table_and_workers_process_it_in_order_acr
         })
         .await,
         "records stored and processed: {:?}",
-        handler.calls.lock().unwrap()
+        handler.calls()
     );
     // Every record so far is in the table, so the group's offsets moved past all of them.
     assert!(

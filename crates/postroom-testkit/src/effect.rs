@@ -127,3 +127,57 @@ impl Handler for EffectHandler {
             .map_err(HandlerError::from)
     }
 }
+
+/// A handler that records the aggregate and version of each message it is called with, in
+/// call order, after an optional pause (a handler that takes time, so workers overlap), and
+/// applies nothing else: ordering tests read the order back per aggregate.
+#[derive(Debug, Default)]
+pub struct VersionLog {
+    pause: std::time::Duration,
+    calls: Mutex<Vec<(String, u64)>>,
+}
+
+impl VersionLog {
+    /// A log whose handler takes `pause` per call.
+    #[must_use]
+    pub fn pausing(pause: std::time::Duration) -> Self {
+        Self {
+            pause,
+            calls: Mutex::default(),
+        }
+    }
+
+    /// Every call so far: (aggregate, version), in call order.
+    pub fn calls(&self) -> Vec<(String, u64)> {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The versions of aggregate `agg`, in the order they were handled.
+    pub fn versions_of(&self, agg: &str) -> Vec<u64> {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|c| c.0 == agg)
+            .map(|c| c.1)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Handler for VersionLog {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        if !self.pause.is_zero() {
+            tokio::time::sleep(self.pause).await;
+        }
+        let e = &m.envelope;
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((e.aggregate.id.clone(), e.aggregate.version));
+        Ok(Handled::Applied)
+    }
+}
