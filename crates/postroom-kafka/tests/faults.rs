@@ -6,10 +6,11 @@
 mod common;
 
 use common::TestKafka;
-use common::ordered::{OrderedHandler, event, publish_in_order, retries, run, wait_until};
+use common::ordered::{OrderedHandler, Running, event, publish_in_order, retries, run, wait_until};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
-    ErrorClass, Handled, Handler, HandlerError, Incoming, MessageId, ParkingFilter, Transport,
+    ErrorClass, Handled, Handler, HandlerError, Incoming, MessageId, ParkingFilter, RetryPolicy,
+    Transport,
 };
 use postroom_kafka::headers::due_at;
 use postroom_kafka::{KafkaConfig, KafkaTransport};
@@ -104,15 +105,7 @@ async fn consumer_killed_after_commit_before_offset_stored_applies_once() {
     let mut first = InboxHandler::new(store.clone(), "killed");
     first.die_after_commit_of = Some(doomed);
     let first = Arc::new(first);
-    let a = run(
-        t.clone(),
-        "killed",
-        &["orders"],
-        first.clone(),
-        retries("1s", 3),
-        2,
-    )
-    .await;
+    let a = on_orders(&t, "killed", first.clone(), retries("1s", 3), 2).await;
     publish_in_order(t.as_ref(), "orders", &events).await;
     assert!(
         wait_until(Duration::from_secs(30), || first
@@ -123,15 +116,7 @@ async fn consumer_killed_after_commit_before_offset_stored_applies_once() {
     );
     a.kill().await;
     let second = Arc::new(InboxHandler::new(store.clone(), "killed"));
-    let b = run(
-        t.clone(),
-        "killed",
-        &["orders"],
-        second.clone(),
-        retries("1s", 3),
-        2,
-    )
-    .await;
+    let b = on_orders(&t, "killed", second.clone(), retries("1s", 3), 2).await;
     assert!(
         wait_until(Duration::from_secs(40), || !second
             .results_for(doomed)
@@ -188,15 +173,7 @@ async fn database_down_longer_than_budget_walks_every_stage_then_parks() {
     let t = transport(kafka.config.clone());
     let store = Arc::new(SqliteFixture::fresh().await);
     let h = OrderedHandler::new(&[("down", 1, u32::MAX)], false);
-    let r = run(
-        t.clone(),
-        "dbdown",
-        &["orders"],
-        h.clone(),
-        retries("1s,2s", 2),
-        2,
-    )
-    .await;
+    let r = on_orders(&t, "dbdown", h.clone(), retries("1s,2s", 2), 2).await;
     publish_in_order(t.as_ref(), "orders", &[event("down", 1)]).await;
     assert!(
         wait_until(Duration::from_secs(30), || h.seen().len() == 3).await,
@@ -245,15 +222,7 @@ async fn database_back_within_budget_applies_once() {
     let t = transport(kafka.config.clone());
     let store = Arc::new(SqliteFixture::fresh().await);
     let h = OrderedHandler::new(&[("back", 1, 1)], false);
-    let r = run(
-        t.clone(),
-        "dbback",
-        &["orders"],
-        h.clone(),
-        retries("1s,2s", 2),
-        2,
-    )
-    .await;
+    let r = on_orders(&t, "dbback", h.clone(), retries("1s,2s", 2), 2).await;
     publish_in_order(t.as_ref(), "orders", &[event("back", 1)]).await;
     assert!(wait_until(Duration::from_secs(30), || h.applied_of("back").len() == 1).await);
     // Nothing more comes: the success was acknowledged.
@@ -273,15 +242,7 @@ async fn corrupt_record_is_parked_on_first_delivery() {
     let t = transport(kafka.config.clone());
     let store = Arc::new(SqliteFixture::fresh().await);
     let h = OrderedHandler::new(&[], false);
-    let r = run(
-        t.clone(),
-        "corrupt",
-        &["orders"],
-        h.clone(),
-        retries("1s", 2),
-        2,
-    )
-    .await;
+    let r = on_orders(&t, "corrupt", h.clone(), retries("1s", 2), 2).await;
     let raw: FutureProducer = kafka.config.client_config().create().unwrap();
     let body = b"{\"id\": not json";
     raw.send(
@@ -330,26 +291,10 @@ async fn rebalance_during_processing_loses_nothing_and_absorbs_duplicates() {
     let mut hb = InboxHandler::new(store.clone(), "rebal");
     hb.pause = Duration::from_millis(40);
     let hb = Arc::new(hb);
-    let a = run(
-        t.clone(),
-        "rebal",
-        &["orders"],
-        ha.clone(),
-        retries("1s", 3),
-        4,
-    )
-    .await;
+    let a = on_orders(&t, "rebal", ha.clone(), retries("1s", 3), 4).await;
     publish_in_order(t.as_ref(), "orders", &events).await;
     assert!(wait_until(Duration::from_secs(30), || ha.handled() >= 15).await);
-    let b = run(
-        t.clone(),
-        "rebal",
-        &["orders"],
-        hb.clone(),
-        retries("1s", 3),
-        4,
-    )
-    .await;
+    let b = on_orders(&t, "rebal", hb.clone(), retries("1s", 3), 4).await;
     assert!(
         wait_until(Duration::from_secs(40), || hb.handled() >= 5).await,
         "the second member got partitions"
@@ -389,15 +334,7 @@ async fn no_retry_is_handled_before_its_due_time() {
     let keys: Vec<String> = (0..12).map(|i| format!("due{i}")).collect();
     let failures: Vec<(&str, u64, u32)> = keys.iter().map(|k| (k.as_str(), 1, 2)).collect();
     let h = OrderedHandler::new(&failures, false);
-    let r = run(
-        t.clone(),
-        "due",
-        &["orders"],
-        h.clone(),
-        retries("1s,2s", 3),
-        4,
-    )
-    .await;
+    let r = on_orders(&t, "due", h.clone(), retries("1s,2s", 3), 4).await;
     let events: Vec<_> = keys.iter().map(|k| event(k, 1)).collect();
     publish_in_order(t.as_ref(), "orders", &events).await;
     assert!(
@@ -440,15 +377,7 @@ async fn a_waiting_retry_survives_rebalances_and_is_never_early() {
     let kafka = TestKafka::new("8s");
     let t = transport(kafka.config.clone().partitions(2));
     let h = OrderedHandler::new(&[("held", 1, 1)], false);
-    let a = run(
-        t.clone(),
-        "held",
-        &["orders"],
-        h.clone(),
-        retries("8s", 2),
-        2,
-    )
-    .await;
+    let a = on_orders(&t, "held", h.clone(), retries("8s", 2), 2).await;
     publish_in_order(t.as_ref(), "orders", &[event("held", 1)]).await;
     assert!(
         wait_until(Duration::from_secs(30), || h.seen().len() == 1).await,
@@ -456,15 +385,7 @@ async fn a_waiting_retry_survives_rebalances_and_is_never_early() {
     );
     // The copy now waits in the 8 s stage. A second member joins: every partition is revoked
     // and dealt again.
-    let b = run(
-        t.clone(),
-        "held",
-        &["orders"],
-        h.clone(),
-        retries("8s", 2),
-        2,
-    )
-    .await;
+    let b = on_orders(&t, "held", h.clone(), retries("8s", 2), 2).await;
     assert!(
         wait_until(Duration::from_secs(40), || h.applied_of("held") == vec![1]).await,
         "the retry was handled after the rebalances: {:?}",
@@ -480,4 +401,15 @@ async fn a_waiting_retry_survives_rebalances_and_is_never_early() {
     let due = due_at(&seen[1].headers).expect("due time");
     assert!(seen[1].wall >= due, "handled before its due time");
     assert!(seen[1].at - seen[0].at >= Duration::from_secs(8));
+}
+
+/// A per-key consumer `name` of the topic `orders` on `t`.
+async fn on_orders(
+    t: &Arc<dyn Transport>,
+    name: &str,
+    handler: Arc<dyn Handler>,
+    retry: RetryPolicy,
+    concurrency: usize,
+) -> Running {
+    run(t.clone(), name, &["orders"], handler, retry, concurrency).await
 }
