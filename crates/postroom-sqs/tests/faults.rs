@@ -9,15 +9,14 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, config, policy, run, store_at};
+use common::probe::{Mode, Probe, config, first_transient_retry, policy, run, store_at};
 use common::{TestSqs, eventually, order};
 use postroom_core::consumer::{Consumer, Ordering};
 use postroom_core::failpoint::{self, Action};
 use postroom_core::parking::ingest::ingest_dead_letters;
-use postroom_core::retry::Attempt;
 use postroom_core::{
-    Delivery, Disposition, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore,
-    Subscriber, Subscription, Transport,
+    Delivery, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
+    Subscription, Transport,
 };
 use postroom_sqs::{SqsTransport, Topology, TopologyConfig};
 use std::io::BufRead;
@@ -372,19 +371,7 @@ async fn a_message_that_kills_its_consumer_is_moved_by_max_receive_count_and_par
         .expect("first receive");
     assert_eq!(first.message().deliveries, Some(1));
     let failed_at = chrono::Utc::now();
-    let Disposition::Retry(plan) = policy("1s", 5).decide(
-        &Attempt {
-            attempt: 0,
-            occurred_at: None,
-            now: failed_at,
-            class: ErrorClass::Transient,
-            code: "db_down",
-            message: "connection refused",
-        },
-        0.0,
-    ) else {
-        panic!("a retry")
-    };
+    let plan = first_transient_retry(&policy("1s", 5), failed_at);
     first.retry(&plan).await.map_err(|(e, _)| e).unwrap();
     // Second and third receives: the consumer dies holding the message each time.
     for n in 2..=3 {

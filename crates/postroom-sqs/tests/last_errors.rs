@@ -9,14 +9,14 @@ mod common;
 use common::{TestSqs, order};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::parking::{LastError, LastErrorLog};
-use postroom_core::retry::Attempt;
 use postroom_core::{
-    Delivery, Disposition, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore,
-    RetryLadder, RetryPolicy, Subscriber, Subscription, Transport,
+    Delivery, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
+    Subscription, Transport,
 };
 use postroom_postgres::PgStore;
 use postroom_sqlite::SqliteStore;
 use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport};
+use postroom_testkit::probe::{first_transient_retry, policy};
 use postroom_testkit::servers::TestDb;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -155,27 +155,7 @@ async fn moved_by_sqs_then_ingested_elsewhere(
         .await
         .expect("first receive");
     let failed_at = chrono::Utc::now();
-    let ladder: RetryLadder = "1s".parse().unwrap();
-    let policy = RetryPolicy {
-        ladder,
-        max_retries: 5,
-        max_unknown_retries: 1,
-        max_age: None,
-        jitter: 0.0,
-    };
-    let Disposition::Retry(plan) = policy.decide(
-        &Attempt {
-            attempt: 0,
-            occurred_at: None,
-            now: failed_at,
-            class: ErrorClass::Transient,
-            code: "db_down",
-            message: "connection refused",
-        },
-        0.0,
-    ) else {
-        panic!("a retry")
-    };
+    let plan = first_transient_retry(&policy("1s", 5), failed_at);
     first.retry(&plan).await.map_err(|(e, _)| e).unwrap();
     // The second receive: the consumer dies holding it (dropped unsettled).
     let second = receive_within(&mut sub, Duration::from_secs(10))

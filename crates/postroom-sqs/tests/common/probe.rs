@@ -4,5 +4,5 @@
 #![allow(unused_imports)]
 
 pub use postroom_testkit::probe::{
-    Call, Mode, Probe, Running, config, policy, spawn as run, store_at,
+    Call, Mode, Probe, Running, config, first_transient_retry, policy, spawn as run, store_at,
 };

@@ -9,7 +9,7 @@ pub mod runner;
 pub use crate::running::{Running, spawn};
 #[cfg(feature = "sqlite")]
 pub use inbox::store_at;
-pub use runner::{config, policy};
+pub use runner::{config, first_transient_retry, policy};
 
 use async_trait::async_trait;
 use postroom_core::{Handled, Handler, HandlerError, Incoming, MessageId};

@@ -30,3 +30,27 @@ pub fn policy(ladder: &str, retries: u32) -> RetryPolicy {
         jitter: 0.0,
     }
 }
+
+/// What `policy` decides for a message's first transient failure (`db_down`) at `now`: the
+/// retry plan a test settles a delivery with by hand.
+///
+/// # Panics
+/// When the policy parks instead (its budget allows no retry).
+#[must_use]
+pub fn first_transient_retry(
+    policy: &RetryPolicy,
+    now: chrono::DateTime<chrono::Utc>,
+) -> postroom_core::RetryPlan {
+    let attempt = postroom_core::retry::Attempt {
+        attempt: 0,
+        occurred_at: None,
+        now,
+        class: postroom_core::ErrorClass::Transient,
+        code: "db_down",
+        message: "connection refused",
+    };
+    match policy.decide(&attempt, 0.0) {
+        postroom_core::Disposition::Retry(plan) => plan,
+        other => panic!("a first transient failure is retried, not {other:?}"),
+    }
+}
