@@ -59,17 +59,10 @@ impl BrokerNames {
 impl Drop for BrokerNames {
     fn drop(&mut self) {
         let prefix = format!("{}.", self.0);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let api = postroom_rabbitmq::ManagementApi::new(&rabbit_api(), "/").unwrap();
-                let _ = api.delete_everything_named(&prefix).await;
-            });
-        })
-        .join();
+        postroom_testkit::servers::clean_up(async move {
+            let api = postroom_rabbitmq::ManagementApi::new(&rabbit_api(), "/").unwrap();
+            let _ = api.delete_everything_named(&prefix).await;
+        });
     }
 }
 

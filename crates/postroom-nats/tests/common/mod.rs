@@ -102,36 +102,29 @@ impl Drop for TestNats {
     fn drop(&mut self) {
         let prefix = self.prefix.clone();
         let url = self.url.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let Ok(conn) = NatsConnection::connect(&url, "postroom-tests-cleanup").await else {
-                    return;
-                };
-                // A pull loop still running sees its durable deleted and recreates it from the
-                // topology (as it should): delete until the prefix stays empty.
-                let mut empty_rounds = 0;
-                for _ in 0..20 {
-                    let names = stream_names(&conn, &prefix).await;
-                    if names.is_empty() {
-                        empty_rounds += 1;
-                        if empty_rounds == 2 {
-                            break;
-                        }
-                    } else {
-                        empty_rounds = 0;
+        postroom_testkit::servers::clean_up(async move {
+            let Ok(conn) = NatsConnection::connect(&url, "postroom-tests-cleanup").await else {
+                return;
+            };
+            // A pull loop still running sees its durable deleted and recreates it from the
+            // topology (as it should): delete until the prefix stays empty.
+            let mut empty_rounds = 0;
+            for _ in 0..20 {
+                let names = stream_names(&conn, &prefix).await;
+                if names.is_empty() {
+                    empty_rounds += 1;
+                    if empty_rounds == 2 {
+                        break;
                     }
-                    for name in names {
-                        let _ = conn.jetstream().delete_stream(&name).await;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                } else {
+                    empty_rounds = 0;
                 }
-            });
-        })
-        .join();
+                for name in names {
+                    let _ = conn.jetstream().delete_stream(&name).await;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
     }
 }
 

@@ -209,19 +209,12 @@ impl Drop for TestRabbit {
     fn drop(&mut self) {
         let prefix = self.prefix.clone();
         let url = self.api_url.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let api = ManagementApi::new(&url, "/").expect("api");
-                if let Err(e) = api.delete_everything_named(&prefix).await {
-                    eprintln!("cleanup of {prefix} failed: {e}");
-                }
-            });
-        })
-        .join();
+        postroom_testkit::servers::clean_up(async move {
+            let api = ManagementApi::new(&url, "/").expect("api");
+            if let Err(e) = api.delete_everything_named(&prefix).await {
+                eprintln!("cleanup of {prefix} failed: {e}");
+            }
+        });
     }
 }
 

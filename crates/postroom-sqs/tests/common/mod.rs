@@ -85,25 +85,18 @@ impl TestSqs {
 impl Drop for TestSqs {
     fn drop(&mut self) {
         let prefix = self.prefix.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let client = client().await;
-                let Ok(out) = client.list_queues().queue_name_prefix(&prefix).send().await else {
-                    eprintln!("cleanup of {prefix}: listing queues failed");
-                    return;
-                };
-                for url in out.queue_urls() {
-                    if let Err(e) = client.delete_queue().queue_url(url).send().await {
-                        eprintln!("cleanup of {url} failed: {e:?}");
-                    }
+        postroom_testkit::servers::clean_up(async move {
+            let client = client().await;
+            let Ok(out) = client.list_queues().queue_name_prefix(&prefix).send().await else {
+                eprintln!("cleanup of {prefix}: listing queues failed");
+                return;
+            };
+            for url in out.queue_urls() {
+                if let Err(e) = client.delete_queue().queue_url(url).send().await {
+                    eprintln!("cleanup of {url} failed: {e:?}");
                 }
-            });
-        })
-        .join();
+            }
+        });
     }
 }
 

@@ -46,3 +46,19 @@ pub fn hard_crash_cycles() -> u32 {
         })
         .unwrap_or(1)
 }
+
+/// Run `cleanup` to its end from a `Drop`, which may run inside the test's runtime (where
+/// blocking on a future is refused) or after it ended: on a thread and a runtime of its own,
+/// waited for, so the next test finds the server clean.
+pub fn clean_up(cleanup: impl std::future::Future<Output = ()> + Send + 'static) {
+    let done = std::thread::spawn(move || {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(cleanup),
+            Err(e) => eprintln!("no runtime for a test's cleanup: {e}"),
+        }
+    });
+    let _ = done.join();
+}

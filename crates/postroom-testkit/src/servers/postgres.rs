@@ -99,24 +99,17 @@ impl Drop for TestDb {
     fn drop(&mut self) {
         let (admin, name) = (self.admin.clone(), self.name.clone());
         // Drop it from a thread of its own: this may run inside (or after) the test's runtime.
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok(mut c) = PgConnectOptions::from_str(&admin)
-                    .expect("url")
-                    .connect()
-                    .await
-                {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut c)
-                        .await;
-                }
-            });
+        super::clean_up(async move {
+            if let Ok(mut c) = PgConnectOptions::from_str(&admin)
+                .expect("url")
+                .connect()
+                .await
+            {
+                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut c)
+                    .await;
+            }
         });
-        let _ = done.join();
     }
 }
 
