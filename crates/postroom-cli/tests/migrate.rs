@@ -335,12 +335,11 @@ async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_t
     let nats_feed = start_feed(&iq, &nats_t, "nats").await;
     send(&[&to_nats, &to_kafka], &v[0]).await;
     send(&[&to_nats, &to_kafka], &v[1]).await;
-    assert!(
-        wait_until(Duration::from_secs(60), async || handler
-            .versions_of("switch")
-            .len()
-            == 2)
-        .await
+    assert_eq!(
+        handler
+            .versions_once("switch", 2, Duration::from_secs(60))
+            .await,
+        vec![1, 2]
     );
     // The NATS feed stops; version 3 reaches only NATS (published there before publishing to
     // NATS stopped, read by nobody). The Kafka feed starts: its copies of 1 and 2 are
@@ -369,16 +368,12 @@ async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_t
 
     // Going back one step (the NATS feed started again) delivers 3: then 3, 4, 5 in order.
     let nats_feed = start_feed(&iq, &nats_t, "nats").await;
-    assert!(
-        wait_until(Duration::from_secs(60), async || handler
-            .versions_of("switch")
-            .len()
-            == 5)
-        .await,
-        "{:?}",
-        handler.versions_of("switch")
+    assert_eq!(
+        handler
+            .versions_once("switch", 5, Duration::from_secs(60))
+            .await,
+        vec![1, 2, 3, 4, 5]
     );
-    assert_eq!(handler.versions_of("switch"), vec![1, 2, 3, 4, 5]);
     let nats_again = stop_feed(nats_feed).await;
     let kafka_counts = stop_feed(kafka_feed).await;
     assert_eq!(

@@ -123,16 +123,13 @@ async fn a_kafka_topic_feeds_the_inbox_table_and_workers_process_it_in_order_acr
 
     // The missing version arrives late, within the gap wait: processed in order.
     publish(&publisher, &[&late[2]]).await;
-    assert!(
-        wait_until(Duration::from_secs(30), async || handler
-            .versions_of("late")
-            .len()
-            == 5)
-        .await,
-        "the gap filled: {:?}",
-        handler.versions_of("late")
+    assert_eq!(
+        handler
+            .versions_once("late", 5, Duration::from_secs(30))
+            .await,
+        vec![1, 2, 3, 4, 5],
+        "the gap filled"
     );
-    assert_eq!(handler.versions_of("late"), vec![1, 2, 3, 4, 5]);
     assert_eq!(handler.versions_of("flow"), vec![1, 2, 3, 4]);
 
     // The gap of `never` does not fill: version 3 is parked after the bounded wait.

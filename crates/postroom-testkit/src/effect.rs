@@ -155,6 +155,23 @@ impl VersionLog {
             .clone()
     }
 
+    /// The versions of `agg` once `n` were handled, or those handled when `within` ran out.
+    pub async fn versions_once(
+        &self,
+        agg: &str,
+        n: usize,
+        within: std::time::Duration,
+    ) -> Vec<u64> {
+        let until = Instant::now() + within;
+        loop {
+            let seen = self.versions_of(agg);
+            if seen.len() >= n || Instant::now() >= until {
+                return seen;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The versions of aggregate `agg`, in the order they were handled.
     pub fn versions_of(&self, agg: &str) -> Vec<u64> {
         self.calls
