@@ -9,8 +9,8 @@ mod common;
 use common::order;
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::{
-    EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId, OutboxRelay,
-    OutgoingMessage, RelayConfig, Subscription, async_trait,
+    EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage,
+    Subscription, async_trait,
 };
 use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, inbox, map_error, outbox};
 use postroom_testkit::servers::PgCluster;
@@ -104,23 +104,14 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         })
     };
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let relay = {
-        let relay = OutboxRelay::new(
-            Arc::new(store.outbox()),
-            Arc::new(queue.clone()),
-            RelayConfig {
-                relay_id: "hc-relay".into(),
-                batch_size: 20,
-                lease: Duration::from_secs(3),
-                idle_wait: Duration::from_millis(50),
-                retry_after: Duration::from_millis(200),
-                retention: None,
-                lanes: 1,
-            },
-        );
-        let rx = rx.clone();
-        tokio::spawn(async move { relay.run(rx).await })
-    };
+    let relay = postroom_testkit::running::spawn_relay(
+        Arc::new(store.outbox()),
+        Arc::new(queue.clone()),
+        "hc-relay",
+        20,
+        Duration::from_secs(3),
+        rx.clone(),
+    );
     let mut cfg = ConsumerConfig::new("hc", EnvelopeDecoder::new().accept("order.created", 1..=1));
     cfg.handler_timeout = Duration::from_secs(2);
     cfg.retry = postroom_core::RetryPolicy::with_ladder("500ms".parse().unwrap());

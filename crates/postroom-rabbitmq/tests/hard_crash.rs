@@ -11,7 +11,7 @@ use common::node::OwnRabbit;
 use common::{TestRabbit, eventually, order};
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
-    OutboxRelay, OutgoingMessage, RelayConfig, Subscription, Transport, async_trait,
+    OutgoingMessage, Subscription, Transport, async_trait,
 };
 use postroom_sqlite::SqliteStore;
 use std::collections::BTreeSet;
@@ -93,23 +93,14 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
         })
     };
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let relay = {
-        let relay = OutboxRelay::new(
-            Arc::new(store.clone()),
-            transport.publisher(),
-            RelayConfig {
-                relay_id: "hc-relay".into(),
-                batch_size: 20,
-                lease: Duration::from_secs(10),
-                idle_wait: Duration::from_millis(50),
-                retry_after: Duration::from_millis(200),
-                retention: None,
-                lanes: 1,
-            },
-        );
-        let rx = rx.clone();
-        tokio::spawn(async move { relay.run(rx).await })
-    };
+    let relay = postroom_testkit::running::spawn_relay(
+        Arc::new(store.clone()),
+        transport.publisher(),
+        "hc-relay",
+        20,
+        Duration::from_secs(10),
+        rx.clone(),
+    );
     let mut cfg = ConsumerConfig::new("hc", EnvelopeDecoder::new().accept("order.created", 1..=1));
     cfg.retry = postroom_core::RetryPolicy::with_ladder("1s".parse().unwrap());
     cfg.retry.max_retries = 100;

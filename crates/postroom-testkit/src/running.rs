@@ -54,3 +54,30 @@ where
         consumer.run(sub, rx).await
     })
 }
+
+/// A relay of the fault tests in the background until `shutdown`: relay `id`, batches of
+/// `batch`, rows leased for `lease`, an empty outbox looked at again every 50 ms, a failed
+/// publish tried again after 200 ms, published rows kept.
+pub fn spawn_relay(
+    outbox: Arc<dyn postroom_core::OutboxStore>,
+    publisher: Arc<dyn postroom_core::Publisher>,
+    id: &str,
+    batch: usize,
+    lease: Duration,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let relay = postroom_core::OutboxRelay::new(
+        outbox,
+        publisher,
+        postroom_core::RelayConfig {
+            relay_id: id.into(),
+            batch_size: batch,
+            lease,
+            idle_wait: Duration::from_millis(50),
+            retry_after: Duration::from_millis(200),
+            retention: None,
+            lanes: 1,
+        },
+    );
+    tokio::spawn(async move { relay.run(shutdown).await })
+}
