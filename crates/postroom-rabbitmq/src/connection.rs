@@ -88,19 +88,8 @@ impl Broker {
 
     /// Connect with options.
     pub async fn connect_with(uri: &str, options: BrokerOptions) -> Result<Arc<Self>> {
-        let conn = match tokio::time::timeout(options.setup_timeout, open(uri, &options)).await {
-            Ok(conn) => conn?,
-            Err(_) => {
-                return Err(Error::new(
-                    ErrorKind::Connection,
-                    format!(
-                        "connecting to {}: no answer from the broker within {:?}",
-                        redact(uri),
-                        options.setup_timeout
-                    ),
-                ));
-            }
-        };
+        let connecting = format!("connecting to {}", redact(uri));
+        let conn = within(options.setup_timeout, &connecting, open(uri, &options)).await?;
         let backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
         Ok(Arc::new(Self {
             uri: uri.to_string(),
@@ -152,26 +141,17 @@ impl Broker {
         &self.options
     }
 
-    /// Run a link-setup request, bounded by [`BrokerOptions::setup_timeout`].
+    /// Run a client request that sets the link up, bounded by
+    /// [`BrokerOptions::setup_timeout`].
     pub(crate) async fn bounded<T>(
         &self,
         what: &str,
         request: impl std::future::Future<Output = std::result::Result<T, lapin::Error>>,
     ) -> Result<T> {
-        match tokio::time::timeout(self.options.setup_timeout, request).await {
-            Ok(r) => r.map_err(|e| amqp(what, e)),
-            Err(_) => Err(self.no_answer(what)),
-        }
-    }
-
-    fn no_answer(&self, what: &str) -> Error {
-        Error::new(
-            ErrorKind::Timeout,
-            format!(
-                "{what}: no answer from the broker within {:?}",
-                self.options.setup_timeout
-            ),
-        )
+        within(self.options.setup_timeout, what, async {
+            request.await.map_err(|e| amqp(what, e))
+        })
+        .await
     }
 
     /// Counters of this link.
@@ -291,13 +271,8 @@ impl Broker {
     /// Open a connection and a channel and declare the topology on it; the connection is
     /// closed again when a later step fails.
     async fn reconnect(&self, again: bool) -> Result<(Connection, Channel)> {
-        let conn =
-            match tokio::time::timeout(self.options.setup_timeout, open(&self.uri, &self.options))
-                .await
-            {
-                Ok(conn) => conn?,
-                Err(_) => return Err(self.no_answer("connecting")),
-            };
+        let limit = self.options.setup_timeout;
+        let conn = within(limit, "connecting", open(&self.uri, &self.options)).await?;
         if again {
             self.stats.record_reconnect();
         }
@@ -307,15 +282,8 @@ impl Broker {
                 .await?;
             let topology = self.topology.lock().expect("topology lock").clone();
             if let Some(t) = topology {
-                match tokio::time::timeout(
-                    self.options.setup_timeout,
-                    crate::topology::amqp::declare(&ch, &t),
-                )
-                .await
-                {
-                    Ok(declared) => declared?,
-                    Err(_) => return Err(self.no_answer("declaring the topology")),
-                }
+                let declare = crate::topology::amqp::declare(&ch, &t);
+                within(limit, "declaring the topology", declare).await?;
             }
             Ok::<_, Error>(ch)
         }
@@ -368,6 +336,24 @@ impl Broker {
             let _ = conn.close(320, "severed").await;
         }
     }
+}
+
+/// `step` of setting the link up, given up after `limit`: the client leaves a request on a
+/// connection that is going away unanswered, and a host that takes the TCP connection but never
+/// speaks AMQP never answers at all. Unanswered, the link is not usable: a `Connection` error.
+async fn within<T>(
+    limit: Duration,
+    step: &str,
+    setup: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, setup)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Connection,
+                format!("{step}: no answer from the broker within {limit:?}"),
+            ))
+        })
 }
 
 async fn open(uri: &str, options: &BrokerOptions) -> Result<Connection> {

@@ -274,17 +274,6 @@ impl Subscriber for RabbitSubscriber {
             tracing::warn!(queue = %self.queue, pause_ms = pause.as_millis() as u64, "settling failed: rebuilding the consumer channel after a pause");
             tokio::time::sleep(pause).await;
         }
-        if self
-            .link
-            .as_ref()
-            .is_some_and(|l| !l.channel.status().connected())
-        {
-            // The channel or its connection went away without ending the consumer's stream:
-            // open a new one (what it had delivered unacked is back in the queue).
-            tracing::warn!(queue = %self.queue, "the consumer channel is closed: reopening it");
-            self.drop_link().await;
-            self.stats.record_channel_rebuild();
-        }
         if self.link.is_none() {
             self.open().await?;
         }
