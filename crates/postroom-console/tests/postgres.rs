@@ -14,7 +14,7 @@ use postroom_core::{
     HandlerError, Incoming, MessageId, OutgoingMessage, ParkedMessage, ParkedStatus, ParkingFilter,
     ParkingQuery, ParkingStore, Subscription, Transport, async_trait,
 };
-use postroom_postgres::{PgStore, QueueConfig};
+use postroom_postgres::{PgQueue, PgStore};
 use postroom_testkit::servers::TestDb;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -198,7 +198,7 @@ async fn pg() -> (TestDb, PgStore) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_queries_have_the_reference_semantics_on_postgres() {
     let (_db, store) = pg().await;
-    let queue = store.queue(QueueConfig::default()).unwrap();
+    let queue = store.queue(PgQueue::defaults()).unwrap();
     let backend = PgBackend::new(store.clone(), Arc::new(queue));
     check_semantics(&store.parking(), &backend).await;
 }
@@ -221,7 +221,7 @@ impl Handler for NoSku {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_on_postgres_groups_redrives_and_audits() {
     let (_db, store) = pg().await;
-    let queue = store.queue(QueueConfig::default()).unwrap();
+    let queue = store.queue(PgQueue::defaults()).unwrap();
     let subscription = Subscription::new("inventory", &["order.*"]);
     Transport::bind(&queue, &subscription).await.unwrap();
     for n in 0..3 {

@@ -70,7 +70,7 @@ pub use relay::{OutboxRelay, RelayConfig};
 pub use retry::{RetryLadder, RetryPolicy};
 pub use transport::{
     Backlog, BacklogProbe, BoxDelivery, BoxSubscriber, BrokerTopology, Capabilities,
-    DelayCapability, Delivery, FanOutPublisher, KeyOrdering, PublishTarget, Publisher,
+    DelayCapability, Delivery, FanOutPublisher, KeyOrdering, PublishTarget, Publisher, QueueConfig,
     ReceivedMessage, RedeliveryCounting, Subscriber, Subscription, TopologyChange, Transport,
     refuse_conflicts,
 };

@@ -61,7 +61,8 @@ pub use migrate::migrate;
 pub use options::PgOptions;
 pub use outbox::PgOutbox;
 pub use parking::PgParking;
-pub use queue::{PgDelivery, PgQueue, PgSubscriber, QueueConfig};
+pub use postroom_core::QueueConfig;
+pub use queue::{PgDelivery, PgQueue, PgSubscriber};
 pub use schema::TablePrefix;
 
 use error::SqlxResultExt;

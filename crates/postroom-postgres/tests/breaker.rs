@@ -5,7 +5,7 @@
 mod common;
 
 use common::fresh_store;
-use postroom_postgres::QueueConfig;
+use postroom_postgres::PgQueue;
 use postroom_testkit::cases::breaker::default_breaker_rides_out_a_database_outage;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 async fn default_breaker_opens_while_the_database_is_down_and_every_message_is_processed_after() {
     let (store, _queue_db) = fresh_store(8).await;
     let queue = store
-        .queue(QueueConfig::default().poll_interval(Duration::from_millis(50)))
+        .queue(PgQueue::defaults().poll_interval(Duration::from_millis(50)))
         .unwrap();
     default_breaker_rides_out_a_database_outage(Arc::new(queue), "brk").await;
 }

@@ -1,7 +1,7 @@
 //! The shared conformance suite, unchanged, against a real PostgreSQL: the outbox, inbox and
 //! parking lot of this crate with `PgQueue` as the transport. Each test gets its own database.
 
-use postroom_postgres::QueueConfig;
+use postroom_postgres::PgQueue;
 use postroom_testkit::stores::postgres::PgFixture;
 use postroom_testkit::{Backend, TransportFixture};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ async fn fresh() -> Backend {
     let queue = store
         .store
         .queue(
-            QueueConfig::default()
+            PgQueue::defaults()
                 .lease(LEASE)
                 .poll_interval(Duration::from_millis(20)),
         )

@@ -12,7 +12,7 @@ use postroom_core::{
     EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage,
     Subscription, async_trait,
 };
-use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, inbox, map_error, outbox};
+use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
 use postroom_testkit::servers::PgCluster;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         .unwrap();
     let queue = store
         .queue(
-            QueueConfig::default()
+            PgQueue::defaults()
                 .lease(Duration::from_secs(3))
                 .poll_interval(Duration::from_millis(20)),
         )

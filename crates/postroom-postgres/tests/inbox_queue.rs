@@ -7,9 +7,7 @@ use postroom_core::{
     OutgoingMessage, ParkingFilter, ParkingStore, Publisher, ReceivedMessage, RetryLadder,
     RetryPolicy, async_trait,
 };
-use postroom_postgres::{
-    InboxQueue, InboxQueueConfig, OrderedMode, PgStore, QueueConfig, TablePrefix,
-};
+use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgQueue, PgStore, TablePrefix};
 use postroom_testkit::servers::TestDb;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,7 +133,7 @@ async fn workers_run_in_parallel_beyond_the_subscription() {
     // Persist-then-ack from a PgQueue subscription with prefetch 1.
     let queue = store
         .queue(
-            QueueConfig::default()
+            PgQueue::defaults()
                 .prefetch(1)
                 .poll_interval(Duration::from_millis(10)),
         )

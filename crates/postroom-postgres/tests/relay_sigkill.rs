@@ -16,9 +16,7 @@ use postroom_core::{
     OutboxRelay, OutgoingMessage, Publisher, RelayConfig, Result, Transport, async_trait,
     message::headers as h,
 };
-use postroom_postgres::{
-    PgQueue, PgStore, QueueConfig, TablePrefix, commit, inbox, map_error, outbox,
-};
+use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
 use postroom_testkit::servers::TestDb;
 use sqlx::{PgPool, Row};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,7 +70,7 @@ fn relay_worker(url: String, relay_id: String) {
         let store = PgStore::from_pool(pool.clone(), TablePrefix::default());
         let publisher = Arc::new(LogPublisher {
             pool,
-            queue: store.queue(QueueConfig::default()).unwrap(),
+            queue: store.queue(PgQueue::defaults()).unwrap(),
             relay: relay_id.clone(),
         });
         let config = RelayConfig {
@@ -206,7 +204,7 @@ async fn two_relays_scenario() {
     let total = ids.len() as i64;
 
     // The real consumer loop on the queue the relays publish to.
-    let queue = store.queue(QueueConfig::default().prefetch(8)).unwrap();
+    let queue = store.queue(PgQueue::defaults().prefetch(8)).unwrap();
     let sub = queue.subscribe("inventory", &["orders"]).await.unwrap();
     let handler = Arc::new(InboxEffect {
         store: store.clone(),

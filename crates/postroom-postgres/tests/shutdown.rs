@@ -7,7 +7,7 @@ mod common;
 use common::{Always, fresh_store};
 use postroom_core::EnvelopeDecoder;
 use postroom_core::consumer::ConsumerConfig;
-use postroom_postgres::{InboxQueue, InboxQueueConfig, QueueConfig};
+use postroom_postgres::{InboxQueue, InboxQueueConfig, PgQueue};
 use postroom_testkit::watched::{Receives, Watched};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -30,7 +30,7 @@ async fn watched_subscriber(
     store: &postroom_postgres::PgStore,
 ) -> (Watched<postroom_postgres::PgSubscriber>, Arc<Receives>) {
     let queue = store
-        .queue(QueueConfig::default().poll_interval(Duration::from_millis(50)))
+        .queue(PgQueue::defaults().poll_interval(Duration::from_millis(50)))
         .unwrap();
     let receives = Arc::new(Receives::default());
     let sub = queue.subscribe("iq", &["order.*"]).await.unwrap();

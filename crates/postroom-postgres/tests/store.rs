@@ -8,7 +8,7 @@ use postroom_core::{
     OutgoingMessage, ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore, Publisher, Route,
     Subscriber,
 };
-use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, outbox};
+use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, outbox};
 use postroom_testkit::servers::TestDb;
 use std::time::{Duration, Instant};
 
@@ -476,11 +476,11 @@ async fn topic_patterns_route_like_the_reference_matcher() {
 async fn queue_refuses_zero_prefetch_routes_and_reports_backlog() {
     let db = TestDb::create().await;
     let s = store(&db, "postroom_").await;
-    let e = s.queue(QueueConfig::default().prefetch(0)).unwrap_err();
+    let e = s.queue(PgQueue::defaults().prefetch(0)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config);
     let q = s
         .queue(
-            QueueConfig::default()
+            PgQueue::defaults()
                 .lease(Duration::from_secs(5))
                 .prefetch(2),
         )

@@ -48,7 +48,8 @@ mod time;
 
 pub use error::map as map_error;
 pub use last_error::SqliteLastErrors;
-pub use queue::{QueueConfig, SqliteDelivery, SqliteQueue, SqliteSubscriber};
+pub use postroom_core::QueueConfig;
+pub use queue::{SqliteDelivery, SqliteQueue, SqliteSubscriber};
 pub use schema::SCHEMA_VERSION;
 
 use error::SqlxResultExt;
@@ -134,7 +135,7 @@ impl SqliteStore {
     /// The embedded queue on this file, with default settings.
     #[must_use]
     pub fn queue(&self) -> SqliteQueue {
-        SqliteQueue::new(self.clone(), QueueConfig::default()).expect("the defaults are valid")
+        SqliteQueue::new(self.clone(), SqliteQueue::defaults()).expect("the defaults are valid")
     }
 
     /// The embedded queue on this file with `config` (refused when invalid: a prefetch of 0,

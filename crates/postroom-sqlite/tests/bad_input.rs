@@ -5,7 +5,7 @@ use postroom_core::{
     EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, MessageId,
     OutgoingMessage, ParkingFilter, ParkingStore, Publisher, Route, async_trait,
 };
-use postroom_sqlite::{QueueConfig, SqliteStore};
+use postroom_sqlite::{SqliteQueue, SqliteStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,7 +81,7 @@ async fn prefetch_zero_is_refused_and_unroutable_is_an_error() {
     let store = SqliteStore::open(dir.path().join("db")).await.unwrap();
     let q = store.queue();
     let err = store
-        .queue_with(QueueConfig::default().prefetch(0))
+        .queue_with(SqliteQueue::defaults().prefetch(0))
         .err()
         .unwrap();
     assert_eq!(err.kind(), ErrorKind::Config);

@@ -1,7 +1,7 @@
 //! The shared conformance suite on the embedded SQLite default: the embedded queue as the
 //! transport, the same file as the store.
 
-use postroom_sqlite::QueueConfig;
+use postroom_sqlite::SqliteQueue;
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use postroom_testkit::{Backend, TransportFixture};
 use std::sync::Arc;
@@ -14,7 +14,7 @@ async fn fresh() -> Backend {
     let store = SqliteFixture::fresh().await;
     let queue = store
         .store
-        .queue_with(QueueConfig::default().lease(LEASE).prefetch(1))
+        .queue_with(SqliteQueue::defaults().lease(LEASE).prefetch(1))
         .expect("queue");
     Backend::new(
         Arc::new(store),

@@ -6,7 +6,7 @@
 //! taken since.
 
 use postroom_core::{Delivery, ErrorKind, OutgoingMessage, Publisher, Transport};
-use postroom_sqlite::{QueueConfig, SqliteStore};
+use postroom_sqlite::{QueueConfig, SqliteQueue, SqliteStore};
 use postroom_testkit::cases::crash_loop as case;
 use postroom_testkit::cases::{next_within, order};
 use postroom_testkit::stores::sqlite::SqliteFixture;
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const LEASE: Duration = Duration::from_secs(1);
 
 fn queue_config() -> QueueConfig {
-    QueueConfig::default()
+    SqliteQueue::defaults()
         .lease(LEASE)
         .poll_interval(Duration::from_millis(20))
 }

@@ -12,7 +12,7 @@ use crate::payload::{self, median};
 use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::CONSUMER;
 use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, Publisher, async_trait};
-use postroom_sqlite::{QueueConfig, SqliteStore, inbox};
+use postroom_sqlite::{SqliteQueue, SqliteStore, inbox};
 use sqlx::Row;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,7 +101,7 @@ async fn postroom_round(
     });
     let queue = store
         .queue_with(
-            QueueConfig::default()
+            SqliteQueue::defaults()
                 .prefetch(prefetch)
                 .poll_interval(POLL),
         )

@@ -5,7 +5,7 @@
 use super::{ParkingConsole, PgBackend, PipelineProbe, SqliteBackend};
 use postroom_core::{Error, ErrorKind, Result, Transport};
 use postroom_ops::registry::Store;
-use postroom_postgres::{PgStore, QueueConfig};
+use postroom_postgres::{PgQueue, PgStore};
 use postroom_sqlite::SqliteStore;
 use std::sync::Arc;
 
@@ -41,7 +41,7 @@ impl Backends {
         if let Some(pg) = any.downcast_ref::<PgStore>() {
             let transport = match transport {
                 Some(t) => t,
-                None => Arc::new(pg.queue(QueueConfig::default())?),
+                None => Arc::new(pg.queue(PgQueue::defaults())?),
             };
             return Ok(Self::of(PgBackend::new(pg.clone(), transport)));
         }

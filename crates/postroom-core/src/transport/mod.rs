@@ -9,11 +9,13 @@
 pub mod boxed;
 pub mod capabilities;
 pub mod fan_out;
+pub mod table_queue;
 pub mod topology;
 
 pub use boxed::{BoxDelivery, BoxSubscriber};
 pub use capabilities::{Capabilities, DelayCapability, KeyOrdering, RedeliveryCounting};
 pub use fan_out::{FanOutPublisher, PublishTarget};
+pub use table_queue::QueueConfig;
 pub use topology::{BrokerTopology, TopologyChange, refuse_conflicts};
 
 use crate::error::{Error, ErrorKind, Result};

@@ -4,9 +4,7 @@ use super::{Driver, QueueOptions, Store, StoreDriver, StoreOptions, cannot_reach
 use crate::endpoint::Endpoint;
 use crate::error::OpsResult;
 use postroom_core::{InboxLookup, OutboxStore, ParkingStore, Transport, async_trait};
-use postroom_postgres::{
-    InboxQueue, InboxQueueConfig, OrderedMode, PgStore, QueueConfig, TablePrefix,
-};
+use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgQueue, PgStore, TablePrefix};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -77,7 +75,7 @@ impl Store for PgDatabase {
     }
 
     fn queue(&self, options: &QueueOptions) -> OpsResult<Arc<dyn Transport>> {
-        let config = QueueConfig::default()
+        let config = PgQueue::defaults()
             .lease(options.lease)
             .prefetch(options.prefetch);
         Ok(Arc::new(self.store.queue(config)?))

@@ -4,7 +4,7 @@ use super::{Driver, QueueOptions, Store, StoreDriver, StoreOptions, cannot_reach
 use crate::endpoint::{Endpoint, SQLITE};
 use crate::error::{OpsError, OpsResult};
 use postroom_core::{InboxLookup, OutboxStore, ParkingStore, Transport, async_trait};
-use postroom_sqlite::{QueueConfig, SqliteStore};
+use postroom_sqlite::{SqliteQueue, SqliteStore};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -68,7 +68,7 @@ impl Store for SqliteFile {
     }
 
     fn queue(&self, options: &QueueOptions) -> OpsResult<Arc<dyn Transport>> {
-        let config = QueueConfig::default()
+        let config = SqliteQueue::defaults()
             .lease(options.lease)
             .prefetch(options.prefetch);
         Ok(Arc::new(self.store.queue_with(config)?))

@@ -23,79 +23,13 @@ use async_trait::async_trait;
 use postroom_core::message::headers as h;
 use postroom_core::{
     Backlog, BacklogProbe, BoxSubscriber, Capabilities, DelayCapability, Error, ErrorKind,
-    KeyOrdering, OutgoingMessage, Publisher, RedeliveryCounting, Result, Route, Subscription,
-    Transport,
+    KeyOrdering, OutgoingMessage, Publisher, QueueConfig, RedeliveryCounting, Result, Route,
+    Subscription, Transport,
 };
 use sqlx::PgPool;
 use sqlx::types::Json;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Settings of a [`PgQueue`].
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct QueueConfig {
-    /// How long a claimed row stays invisible to other subscribers before it is redelivered
-    /// (the visibility timeout). Longer than a handler can take.
-    pub lease: Duration,
-    /// Rows a subscriber claims at once (≥ 1; 0 is refused).
-    pub prefetch: usize,
-    /// Pause between polls while the queue is empty.
-    pub poll_interval: Duration,
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        Self {
-            lease: Duration::from_secs(60),
-            prefetch: 1,
-            poll_interval: Duration::from_millis(50),
-        }
-    }
-}
-
-impl QueueConfig {
-    /// Set the lease.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Set the prefetch.
-    pub fn prefetch(mut self, prefetch: usize) -> Self {
-        self.prefetch = prefetch;
-        self
-    }
-
-    /// Set the poll interval.
-    pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.poll_interval = every;
-        self
-    }
-
-    /// Refuse an unbounded or zero prefetch and a zero lease.
-    pub fn validate(&self) -> Result<()> {
-        if self.prefetch == 0 {
-            return Err(Error::new(
-                ErrorKind::Config,
-                "prefetch must be at least 1 (0 would mean unbounded)",
-            ));
-        }
-        if self.lease.is_zero() {
-            return Err(Error::new(
-                ErrorKind::Config,
-                "the lease must be longer than zero",
-            ));
-        }
-        if self.poll_interval.is_zero() {
-            return Err(Error::new(
-                ErrorKind::Config,
-                "the poll interval must be longer than zero",
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// The queue transport: a confirming [`Publisher`] (the insert's commit is the confirm) and
 /// a factory of [`PgSubscriber`]s.
@@ -115,6 +49,12 @@ impl PgQueue {
             prefix,
             config,
         })
+    }
+
+    /// The PostgreSQL queue's defaults: a lease of a minute, one row per claim (subscribers
+    /// of one consumer share the rows fairly), a poll every 50 ms while the queue is empty.
+    pub const fn defaults() -> QueueConfig {
+        QueueConfig::new(Duration::from_secs(60), 1, Duration::from_millis(50))
     }
 
     /// The settings.

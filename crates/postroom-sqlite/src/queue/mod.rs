@@ -20,69 +20,11 @@ use crate::time::now_ms;
 use postroom_core::message::headers as h;
 use postroom_core::{
     Backlog, BacklogProbe, BoxSubscriber, Capabilities, DelayCapability, Error, ErrorKind,
-    KeyOrdering, OutgoingMessage, Publisher, RedeliveryCounting, Result, Route, Subscription,
-    Transport, async_trait,
+    KeyOrdering, OutgoingMessage, Publisher, QueueConfig, RedeliveryCounting, Result, Route,
+    Subscription, Transport, async_trait,
 };
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Settings of the embedded queue (the same names as the PostgreSQL queue's).
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct QueueConfig {
-    /// How long a delivery stays leased before it is delivered again (the visibility
-    /// timeout): longer than the handler timeout.
-    pub lease: Duration,
-    /// Messages leased per fetch (≥ 1; 0 is refused).
-    pub prefetch: usize,
-    /// How often an idle subscriber looks for new messages.
-    pub poll_interval: Duration,
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        Self {
-            lease: Duration::from_secs(60),
-            prefetch: 8,
-            poll_interval: Duration::from_millis(20),
-        }
-    }
-}
-
-impl QueueConfig {
-    /// Set the lease.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Set the prefetch.
-    pub fn prefetch(mut self, prefetch: usize) -> Self {
-        self.prefetch = prefetch;
-        self
-    }
-
-    /// Set the poll interval.
-    pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.poll_interval = every;
-        self
-    }
-
-    /// Refuse an unbounded or zero prefetch, a zero lease and a zero poll interval.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |m: &str| Err(Error::new(ErrorKind::Config, m.to_string()));
-        if self.prefetch == 0 {
-            return bad("prefetch must be at least 1 (0 would mean unbounded)");
-        }
-        if self.lease.is_zero() {
-            return bad("the lease must be longer than zero");
-        }
-        if self.poll_interval.is_zero() {
-            return bad("the poll interval must be longer than zero");
-        }
-        Ok(())
-    }
-}
 
 /// The embedded queue transport: a confirming publisher (the insert's commit is the confirm)
 /// and subscribers of named consumers.
@@ -99,6 +41,13 @@ impl SqliteQueue {
     pub(crate) fn new(store: SqliteStore, config: QueueConfig) -> Result<Self> {
         config.validate()?;
         Ok(Self { store, config })
+    }
+
+    /// The embedded queue's defaults: a lease of a minute, eight rows per fetch (a fetch is
+    /// a write transaction on the one database file: fewer, larger ones), a poll every 20 ms
+    /// while the queue is empty.
+    pub const fn defaults() -> QueueConfig {
+        QueueConfig::new(Duration::from_secs(60), 8, Duration::from_millis(20))
     }
 
     /// The settings.

@@ -10,7 +10,7 @@ use postroom_core::{
     Envelope, Handled, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Result,
 };
 use postroom_core::{InboxLookup, Transport};
-use postroom_postgres::{PgStore, QueueConfig, TablePrefix, commit, inbox, map_error, outbox};
+use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,7 +148,7 @@ impl TableQueueFixture for PgFixture {
     }
 
     fn queue(&self, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
-        let config = QueueConfig::default()
+        let config = PgQueue::defaults()
             .lease(lease)
             .poll_interval(poll_interval);
         Arc::new(self.store.queue(config).expect("queue"))
@@ -165,7 +165,7 @@ impl TableQueueFixture for PgFixture {
             .await
             .expect("connect to the fixture's database");
         let store = PgStore::from_pool(pool, TablePrefix::new(PREFIX).expect("prefix"));
-        let config = QueueConfig::default()
+        let config = PgQueue::defaults()
             .lease(lease)
             .poll_interval(poll_interval);
         Arc::new(store.queue(config).expect("queue"))

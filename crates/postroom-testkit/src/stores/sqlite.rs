@@ -8,7 +8,7 @@ use postroom_core::{
     Envelope, Handled, MessageId, OutboxStore, OutgoingMessage, ParkingStore, Result,
 };
 use postroom_core::{InboxLookup, Transport};
-use postroom_sqlite::{QueueConfig, SqliteStore, inbox, map_error, outbox};
+use postroom_sqlite::{SqliteQueue, SqliteStore, inbox, map_error, outbox};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,7 +121,7 @@ impl TableQueueFixture for SqliteFixture {
     }
 
     fn queue(&self, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
-        let config = QueueConfig::default()
+        let config = SqliteQueue::defaults()
             .lease(lease)
             .poll_interval(poll_interval);
         Arc::new(self.store.queue_with(config).expect("queue"))
@@ -135,7 +135,7 @@ impl TableQueueFixture for SqliteFixture {
         let store = SqliteStore::open(address)
             .await
             .expect("open the fixture's file");
-        let config = QueueConfig::default()
+        let config = SqliteQueue::defaults()
             .lease(lease)
             .poll_interval(poll_interval);
         Arc::new(store.queue_with(config).expect("queue"))

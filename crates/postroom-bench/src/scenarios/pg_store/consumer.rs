@@ -10,7 +10,7 @@ use crate::resources::pg::EFFECT_SQL;
 use crate::resources::rabbit::CONSUMER;
 use crate::scenarios::handler::{InboxHandler, Progress, timed_consumer};
 use postroom_core::EnvelopeDecoder;
-use postroom_postgres::{PgStore, QueueConfig, commit, inbox};
+use postroom_postgres::{PgQueue, PgStore, commit, inbox};
 use sqlx::{PgPool, Row};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,7 +73,7 @@ async fn postroom_round(
 ) -> Result<f64, BenchError> {
     let queue = store
         .queue(
-            QueueConfig::default()
+            PgQueue::defaults()
                 .prefetch(PREFETCH)
                 .poll_interval(Duration::from_millis(2)),
         )

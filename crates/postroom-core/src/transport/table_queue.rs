@@ -1,0 +1,85 @@
+//! Settings of a queue kept in database tables (the embedded SQLite queue and the PostgreSQL
+//! queue): subscribers poll for visible rows, lease a batch of them, and a row whose lease
+//! expires is delivered again. Both queues take the same settings under the same names; each
+//! states its own defaults (`SqliteQueue::defaults`, `PgQueue::defaults`), tuned to its
+//! engine.
+
+use crate::error::{Error, ErrorKind, Result};
+use std::time::Duration;
+
+/// Settings of a queue in tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct QueueConfig {
+    /// How long a leased row stays invisible to other subscribers before it is delivered
+    /// again (the visibility timeout): longer than a handler can take.
+    pub lease: Duration,
+    /// Rows a subscriber leases at once (≥ 1; 0 is refused).
+    pub prefetch: usize,
+    /// How often an idle subscriber looks for new rows.
+    pub poll_interval: Duration,
+}
+
+impl QueueConfig {
+    /// Settings with every value given.
+    pub const fn new(lease: Duration, prefetch: usize, poll_interval: Duration) -> Self {
+        Self {
+            lease,
+            prefetch,
+            poll_interval,
+        }
+    }
+
+    /// Set the lease.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Set the prefetch.
+    pub fn prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Set the poll interval.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Refuse an unbounded or zero prefetch, a zero lease and a zero poll interval.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::new(ErrorKind::Config, m.to_string()));
+        if self.prefetch == 0 {
+            return bad("prefetch must be at least 1 (0 would mean unbounded)");
+        }
+        if self.lease.is_zero() {
+            return bad("the lease must be longer than zero");
+        }
+        if self.poll_interval.is_zero() {
+            return bad("the poll interval must be longer than zero");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_values_are_refused_naming_the_setting() {
+        let ok = QueueConfig::new(Duration::from_secs(1), 1, Duration::from_millis(10));
+        assert!(ok.validate().is_ok());
+        for (bad, word) in [
+            (ok.clone().prefetch(0), "prefetch"),
+            (ok.clone().lease(Duration::ZERO), "lease"),
+            (ok.clone().poll_interval(Duration::ZERO), "poll interval"),
+        ] {
+            let e = bad.validate().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.to_string().contains(word), "{e}");
+        }
+    }
+}
