@@ -1,6 +1,10 @@
-//! The short soak on PostgreSQL + SQS (the local endpoint): 5,000 messages written at a steady
+//! The short soak on PostgreSQL + SQS (the local endpoint): 3,000 messages written at a steady
 //! 25 a second, relays and consumers in processes of their own, one of them killed with SIGKILL
 //! every 3 s.
+//!
+//! The soak's own bound (420 s) is well inside the test runner's (600 s): a run that does not
+//! settle ends with its report (what was lost, what was still in flight, its progress lines)
+//! instead of being stopped with nothing said.
 //!
 //! The rate is the local endpoint's, not postroom's: moto scans a queue's every message on each
 //! receive, so a backlog of thousands of messages slows it to a few receives a second; a
@@ -20,7 +24,7 @@ async fn soak_on_postgres_and_sqs_with_kills() {
         &[
             "soak",
             "--messages",
-            "5000",
+            "3000",
             "--rate",
             "25",
             "--kill-every",
@@ -32,14 +36,14 @@ async fn soak_on_postgres_and_sqs_with_kills() {
             "--workload",
             &prefix,
             "--timeout-secs",
-            "600",
+            "420",
             "--json",
             "s.json",
         ],
         "s.json",
     )
     .await;
-    assert_eq!(r["messages"], 5000, "{r}");
+    assert_eq!(r["messages"], 3000, "{r}");
     assert_eq!(r["lost"], 0, "{r}");
     assert_eq!(r["duplicate_effects"], 0, "{r}");
     assert_eq!(r["order_violations"], 0, "{r}");

@@ -18,6 +18,14 @@ async fn store(db: &TestDb, prefix: &str) -> PgStore {
     s
 }
 
+/// A fresh database with a migrated store under `postroom_` (keep the database alive as long
+/// as the store).
+async fn fresh_store() -> (TestDb, PgStore) {
+    let db = TestDb::create().await;
+    let s = store(&db, "postroom_").await;
+    (db, s)
+}
+
 #[tokio::test]
 async fn migrations_are_idempotent_concurrent_and_prefixed() {
     let db = TestDb::create().await;
@@ -62,6 +70,13 @@ fn msg(agg: &str, v: u64) -> (OutgoingMessage, String) {
     )
 }
 
+/// One message per `(aggregate, version)`, enqueued in one transaction in that order.
+async fn enqueued(s: &PgStore, versions: &[(&str, u64)]) -> Vec<(OutgoingMessage, String)> {
+    let rows: Vec<_> = versions.iter().map(|(a, v)| msg(a, *v)).collect();
+    enqueue_in_one_transaction(s, &rows).await;
+    rows
+}
+
 /// Enqueue `rows` in one transaction, in order (batches of 2000 rows).
 async fn enqueue_in_one_transaction(s: &PgStore, rows: &[(OutgoingMessage, String)]) {
     let mut tx = s.begin().await.unwrap();
@@ -75,8 +90,7 @@ async fn enqueue_in_one_transaction(s: &PgStore, rows: &[(OutgoingMessage, Strin
 
 #[tokio::test]
 async fn claim_takes_only_the_head_of_each_aggregate() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let mut tx = s.begin().await.unwrap();
     let rows: Vec<_> = [("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2)]
         .iter()
@@ -124,22 +138,21 @@ fn ids(rows: &[postroom_core::OutboxRecord]) -> Vec<postroom_core::MessageId> {
 async fn a_relay_keeps_the_aggregates_it_publishes() {
     // Marking and claiming is one step: the marked aggregates' next rows become heads with
     // the mark, and the marking relay takes them before any other relay can see them.
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
-    let rows: Vec<_> = [
-        ("a", 1),
-        ("b", 1),
-        ("c", 1),
-        ("a", 2),
-        ("b", 2),
-        ("c", 2),
-        ("d", 1),
-        ("a", 3),
-    ]
-    .iter()
-    .map(|(a, v)| msg(a, *v))
-    .collect();
-    enqueue_in_one_transaction(&s, &rows).await;
+    let (_db, s) = fresh_store().await;
+    let rows = enqueued(
+        &s,
+        &[
+            ("a", 1),
+            ("b", 1),
+            ("c", 1),
+            ("a", 2),
+            ("b", 2),
+            ("c", 2),
+            ("d", 1),
+            ("a", 3),
+        ],
+    )
+    .await;
     let id = |i: usize| rows[i].0.id;
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
@@ -187,8 +200,7 @@ fn ids_of(v: &[postroom_core::MessageId]) -> Vec<postroom_core::MessageId> {
 async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
     // A relay keeps an aggregate only while its next row is near the oldest due rows (ten
     // claim windows: 10,000 rows for a batch of one); past that the oldest rows go first.
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let mut msgs = vec![msg("hot", 1)];
     msgs.extend((0..12_000).map(|i| msg(&format!("cold-{i}"), 1)));
     msgs.push(msg("hot", 2));
@@ -210,8 +222,7 @@ async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
 
 #[tokio::test]
 async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let rows: Vec<_> = (1..=2).map(|v| msg("k", v)).collect();
     enqueue_in_one_transaction(&s, &rows).await;
     let ob = s.outbox();
@@ -245,8 +256,7 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
 async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows() {
     // A scan that found nothing is not repeated at once unless a notification arrived; rows
     // freed without one (a lease given back, a delay ended) are seen within a short recheck.
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let rows: Vec<_> = ["x", "y"].iter().map(|k| msg(k, 1)).collect();
     enqueue_in_one_transaction(&s, &rows[0..=0]).await;
     let ob = s.outbox();
@@ -271,22 +281,21 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
 async fn a_claim_after_dense_heads_still_takes_only_heads() {
     // After a claim that found all it asked for, the next one locks rows before probing
     // their aggregates: it must still leave out rows whose predecessor is unpublished.
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
-    let rows: Vec<_> = [
-        ("d1", 1),
-        ("d2", 1),
-        ("d3", 1),
-        ("d4", 1),
-        ("x", 1),
-        ("x", 2),
-        ("y", 1),
-        ("y", 2),
-    ]
-    .iter()
-    .map(|(a, v)| msg(a, *v))
-    .collect();
-    enqueue_in_one_transaction(&s, &rows).await;
+    let (_db, s) = fresh_store().await;
+    let rows = enqueued(
+        &s,
+        &[
+            ("d1", 1),
+            ("d2", 1),
+            ("d3", 1),
+            ("d4", 1),
+            ("x", 1),
+            ("x", 2),
+            ("y", 1),
+            ("y", 2),
+        ],
+    )
+    .await;
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
     let first = ob.claim("r", 4, lease).await.unwrap();
@@ -311,8 +320,7 @@ async fn a_claim_after_dense_heads_still_takes_only_heads() {
 
 #[tokio::test]
 async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let ob = s.outbox();
     let mut tx = s.begin().await.unwrap();
     for v in 1..=3 {
@@ -393,8 +401,7 @@ async fn a_relay_on_a_pool_of_one_connection_is_woken_by_an_insert() {
 async fn one_transaction_can_enqueue_rows_for_many_aggregates() {
     // The per-aggregate commit-order locks share a bounded number of slots; one lock per key
     // would exhaust PostgreSQL's lock table (max_locks_per_transaction) long before this.
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let msgs: Vec<_> = (0..20_000).map(|i| msg(&format!("many-{i}"), 1)).collect();
     enqueue_in_one_transaction(&s, &msgs).await;
     assert_eq!(s.outbox().pending().await.unwrap(), 20_000);
@@ -402,8 +409,7 @@ async fn one_transaction_can_enqueue_rows_for_many_aggregates() {
 
 #[tokio::test]
 async fn an_insert_wakes_a_waiting_relay() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let ob = s.outbox();
     // The first wait starts the listener; the second is the one measured.
     ob.wait_for_rows("r", Duration::from_millis(500)).await;
@@ -426,8 +432,7 @@ async fn an_insert_wakes_a_waiting_relay() {
 
 #[tokio::test]
 async fn topic_patterns_route_like_the_reference_matcher() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let patterns = [
         "a.b",
         "a.*",
@@ -474,8 +479,7 @@ async fn topic_patterns_route_like_the_reference_matcher() {
 
 #[tokio::test]
 async fn queue_refuses_zero_prefetch_routes_and_reports_backlog() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let e = s.queue(PgQueue::defaults().prefetch(0)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config);
     let q = s
@@ -573,8 +577,7 @@ fn parked(i: usize, consumer: &str) -> ParkedMessage {
 
 #[tokio::test]
 async fn parking_filters_equal_the_reference_semantics() {
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let p = s.parking();
     for i in 0..24 {
         p.park(&parked(i, if i.is_multiple_of(2) { "c1" } else { "c2" }))
@@ -687,8 +690,7 @@ async fn parking_filters_equal_the_reference_semantics() {
 #[tokio::test]
 async fn inbox_purge_forgets_only_ids_older_than_the_window() {
     use postroom_core::InboxLookup;
-    let db = TestDb::create().await;
-    let s = store(&db, "postroom_").await;
+    let (_db, s) = fresh_store().await;
     let claim = async |id: MessageId| {
         let mut tx = s.begin().await.unwrap();
         let new = postroom_postgres::inbox::claim(&mut tx, s.prefix(), "inv", id)
