@@ -85,7 +85,7 @@ impl BatchHandler for BatchEffectHandler {
         }
         let items: Vec<(MessageId, String)> = batch
             .iter()
-            .map(|m| (m.envelope.id, format!("effect:{}", m.envelope.aggregate.id)))
+            .map(|m| (m.envelope.id, effect_key(&m.envelope)))
             .collect();
         let results = self
             .backend
@@ -133,17 +133,6 @@ pub async fn start_batch_consumer(
     )
 }
 
-async fn effects_of(b: &Arc<Backend>, c: &str, envs: &[Envelope]) -> u64 {
-    let mut n = 0;
-    for e in envs {
-        n += b
-            .effect_count(c, &format!("effect:{}", e.aggregate.id))
-            .await
-            .unwrap();
-    }
-    n
-}
-
 /// A batch holding a poison message is split until the poison stands alone: it is parked with
 /// its diagnostics, its neighbours are applied once each and never retried or parked; a
 /// duplicate delivery inside the run is absorbed.
@@ -183,9 +172,7 @@ pub async fn batch_isolates_a_poison_message(b: &Arc<Backend>) {
     let stats = run.stop().await;
     for e in &good {
         assert_eq!(
-            b.effect_count(&c, &format!("effect:{}", e.aggregate.id))
-                .await
-                .unwrap(),
+            effect_of(b, &c, e).await,
             1,
             "{} applied once",
             e.aggregate.id
@@ -289,12 +276,6 @@ pub async fn batch_crash_after_commit_before_ack(b: &Arc<Backend>) {
     );
     run.stop().await;
     for e in &envs {
-        assert_eq!(
-            b.effect_count(&c, &format!("effect:{}", e.aggregate.id))
-                .await
-                .unwrap(),
-            1,
-            "nothing applied twice"
-        );
+        assert_eq!(effect_of(b, &c, e).await, 1, "nothing applied twice");
     }
 }

@@ -52,6 +52,25 @@ pub fn order(id: &str, version: u64) -> Envelope {
         .build()
 }
 
+/// The effect key the suite's handler applies for `e` (one counter per aggregate).
+pub fn effect_key(e: &Envelope) -> String {
+    format!("effect:{}", e.aggregate.id)
+}
+
+/// How many times `e`'s effect was applied for consumer `c`.
+pub async fn effect_of(b: &Backend, c: &str, e: &Envelope) -> u64 {
+    b.effect_count(c, &effect_key(e)).await.unwrap()
+}
+
+/// How many effects of `envs` were applied for consumer `c`, summed.
+pub async fn effects_of(b: &Backend, c: &str, envs: &[Envelope]) -> u64 {
+    let mut n = 0;
+    for e in envs {
+        n += effect_of(b, c, e).await;
+    }
+    n
+}
+
 /// The suite's retry policy for `backend`: its ladder, one retry per stage, no deadline.
 pub fn policy(b: &Backend) -> RetryPolicy {
     let ladder = b.caps().ladder;

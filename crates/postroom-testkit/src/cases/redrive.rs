@@ -62,26 +62,14 @@ pub async fn redrive_by_criterion_at_rate(b: &Arc<Backend>) {
     );
     assert!(
         wait_for(Duration::from_secs(20), || async {
-            let mut n = 0;
-            for e in &selected {
-                n += b
-                    .effect_count(&c, &format!("effect:{}", e.aggregate.id))
-                    .await
-                    .unwrap();
-            }
-            n == 3
+            effects_of(b, &c, &selected).await == 3
         })
         .await,
         "every redriven message applied"
     );
     run.stop().await;
     for e in &selected {
-        assert_eq!(
-            b.effect_count(&c, &format!("effect:{}", e.aggregate.id))
-                .await
-                .unwrap(),
-            1
-        );
+        assert_eq!(effect_of(b, &c, e).await, 1);
         let calls = h.calls_for(e.id);
         assert_eq!(
             calls.last().unwrap().attempt,
@@ -159,25 +147,13 @@ pub async fn redrive_resumes_after_interruption(b: &Arc<Backend>) {
     );
     assert!(
         wait_for(Duration::from_secs(20), || async {
-            let mut n = 0;
-            for e in &envs {
-                n += b
-                    .effect_count(&c, &format!("effect:{}", e.aggregate.id))
-                    .await
-                    .unwrap();
-            }
-            n == 4
+            effects_of(b, &c, &envs).await == 4
         })
         .await
     );
     run.stop().await;
     for e in &envs {
-        assert_eq!(
-            b.effect_count(&c, &format!("effect:{}", e.aggregate.id))
-                .await
-                .unwrap(),
-            1
-        );
+        assert_eq!(effect_of(b, &c, e).await, 1);
     }
 }
 
