@@ -120,7 +120,7 @@ impl Handler for EffectHandler {
             Fault::SlowTimes(n, pause) if m.attempt < n => tokio::time::sleep(pause).await,
             Fault::SlowTimes(..) => {}
         }
-        let key = crate::cases::effect_key(&env);
+        let key = crate::cases::effect_key(env);
         self.backend
             .apply_effect(&self.consumer, env.id, &key)
             .await

@@ -1,28 +1,25 @@
 //! The audit log: who changed what, newest first.
 
-use super::{Params, State, failure};
+use super::{OrFailure, Page, Params, State};
 use crate::auth::Session;
 use crate::html::{self, esc, time};
 use axum::Extension;
 use axum::extract::RawQuery;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, IntoResponse};
 use std::fmt::Write;
 
 pub(crate) async fn show(
     state: State,
     Extension(s): Extension<Session>,
     RawQuery(raw): RawQuery,
-) -> Response {
+) -> Page {
     let p = Params::query(raw.as_deref());
-    let entries = match state
+    let entries = state
         .parking
         .lot()
         .audit_entries(p.get("target"), 500)
         .await
-    {
-        Ok(e) => e,
-        Err(e) => return failure(&s, &e),
-    };
+        .or_failure(&s)?;
     let mut table = String::from(
         r#"<table class="audit" id="audit"><thead><tr><th>When</th><th>Who</th><th>What</th><th>On</th><th>Details</th></tr></thead><tbody>"#,
     );
@@ -42,5 +39,5 @@ pub(crate) async fn show(
         );
     }
     table.push_str("</tbody></table>");
-    Html(html::page("Audit", &s, &table)).into_response()
+    Ok(Html(html::page("Audit", &s, &table)).into_response())
 }

@@ -1,7 +1,7 @@
 //! One parked message: every diagnostic of each copy (one per consumer that parked it), the
 //! body only for roles that may see payloads, and edit-and-redrive for those allowed to.
 
-use super::{Params, State, failure, refusal, require};
+use super::{OrFailure, Page, Params, State, failure, refusal, require};
 use crate::auth::{Permission, Session};
 use crate::html::{self, esc, time};
 use crate::redrive::{RunPlan, edit};
@@ -111,23 +111,17 @@ pub(crate) async fn show(
     state: State,
     Extension(s): Extension<Session>,
     Path(id): Path<String>,
-) -> Response {
-    let id = match parse_id(&s, &id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    let copies = match state.parking.store().get(id).await {
-        Ok(c) => c,
-        Err(e) => return failure(&s, &e),
-    };
+) -> Page {
+    let id = parse_id(&s, &id)?;
+    let copies = state.parking.store().get(id).await.or_failure(&s)?;
     if copies.is_empty() {
-        return failure(
+        return Err(failure(
             &s,
             &Error::new(ErrorKind::NotFound, format!("no parked message {id}")),
-        );
+        ));
     }
     let body: String = copies.iter().map(|m| copy(&s, m)).collect();
-    Html(html::page(&format!("Message {id}"), &s, &body)).into_response()
+    Ok(Html(html::page(&format!("Message {id}"), &s, &body)).into_response())
 }
 
 async fn copy_of(
@@ -167,19 +161,14 @@ pub(crate) async fn edit_form(
     Extension(s): Extension<Session>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Response {
-    if let Err(r) = require(&s, Permission::EditRedrive) {
-        return r;
-    }
-    let id = match parse_id(&s, &id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
+) -> Page {
+    require(&s, Permission::EditRedrive)?;
+    let id = parse_id(&s, &id)?;
     let p = Params::query(raw.as_deref());
-    match copy_of(&state, id, p.get("consumer")).await {
-        Ok(m) => Html(edit_page(&s, &m, &body_text(&m), None)).into_response(),
-        Err(e) => failure(&s, &e),
-    }
+    let m = copy_of(&state, id, p.get("consumer"))
+        .await
+        .or_failure(&s)?;
+    Ok(Html(edit_page(&s, &m, &body_text(&m), None)).into_response())
 }
 
 pub(crate) async fn edit_submit(
@@ -187,19 +176,13 @@ pub(crate) async fn edit_submit(
     Extension(s): Extension<Session>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Response {
-    if let Err(r) = require(&s, Permission::EditRedrive) {
-        return r;
-    }
-    let id = match parse_id(&s, &id) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
+) -> Page {
+    require(&s, Permission::EditRedrive)?;
+    let id = parse_id(&s, &id)?;
     let p = Params::parse(&body);
-    let m = match copy_of(&state, id, p.get("consumer")).await {
-        Ok(m) => m,
-        Err(e) => return failure(&s, &e),
-    };
+    let m = copy_of(&state, id, p.get("consumer"))
+        .await
+        .or_failure(&s)?;
     let text =
         p.0.iter()
             .find(|(k, _)| k == "body")
@@ -210,11 +193,11 @@ pub(crate) async fn edit_submit(
         Err(_) => text.as_bytes().to_vec(),
     };
     if let Err(edit::EditRefused(why)) = edit::check(&m.body, &edited) {
-        return (
+        return Err((
             StatusCode::BAD_REQUEST,
             Html(edit_page(&s, &m, text, Some(&why))),
         )
-            .into_response();
+            .into_response());
     }
     let diff = edit::diff(&m.body, &edited);
     let plan = RunPlan {
@@ -229,9 +212,9 @@ pub(crate) async fn edit_submit(
         bodies: HashMap::from([(m.message_id, edited)]),
         detail: serde_json::json!({"message": m.message_id, "consumer": m.consumer, "diff": diff}),
     };
-    match state.runs.start(s.name(), plan).await {
-        Ok(run) if run.total == 1 => Redirect::to(&format!("/runs/{}", run.id)).into_response(),
-        Ok(run) => refusal(
+    let run = state.runs.start(s.name(), plan).await.or_failure(&s)?;
+    if run.total != 1 {
+        return Err(refusal(
             &s,
             StatusCode::CONFLICT,
             "Nothing redriven",
@@ -239,7 +222,7 @@ pub(crate) async fn edit_submit(
                 "Message {} is no longer waiting in the parking lot (run {} selected nothing).",
                 m.message_id, run.id
             ),
-        ),
-        Err(e) => failure(&s, &e),
+        ));
     }
+    Ok(Redirect::to(&format!("/runs/{}", run.id)).into_response())
 }

@@ -157,3 +157,19 @@ pub(crate) fn failure(s: &Session, e: &postroom_core::Error) -> Response {
     };
     refusal(s, status, "Error", &e.to_string())
 }
+
+/// What a page handler returns: the page, or the page that says why not (a refusal or a
+/// failure), so that a handler can give up with `?`.
+pub(crate) type Page = std::result::Result<Response, Response>;
+
+/// A store error as the failure page of a session.
+pub(crate) trait OrFailure<T> {
+    /// The value, or the failure page saying what went wrong.
+    fn or_failure(self, s: &Session) -> std::result::Result<T, Response>;
+}
+
+impl<T> OrFailure<T> for postroom_core::Result<T> {
+    fn or_failure(self, s: &Session) -> std::result::Result<T, Response> {
+        self.map_err(|e| failure(s, &e))
+    }
+}

@@ -2,14 +2,14 @@
 //! archive and purge actions.
 
 use super::selection::{GROUP_SCAN, find_group, query_of, query_string, selection_of};
-use super::{Params, State, failure, require};
+use super::{OrFailure, Page, Params, State, failure, require};
 use crate::auth::{Permission, Session};
 use crate::groups::group as group_rows;
 use crate::html::{self, esc, time, url};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Redirect};
 use chrono::Utc;
 use postroom_core::{ParkedMessage, ParkingQuery, message::truncate};
 use serde_json::json;
@@ -103,20 +103,15 @@ pub(crate) async fn list(
     state: State,
     Extension(s): Extension<Session>,
     RawQuery(raw): RawQuery,
-) -> Response {
+) -> Page {
     let p = Params::query(raw.as_deref());
-    let q = match query_of(&p) {
-        Ok(q) => q,
-        Err(e) => return failure(&s, &e),
-    };
+    let q = query_of(&p).or_failure(&s)?;
     let offset: usize = p.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
-    let (total, ms) = match tokio::try_join!(
+    let (total, ms) = tokio::try_join!(
         state.parking.lot().count_parked(&q),
         state.parking.lot().query_parked(&q, offset, PAGE)
-    ) {
-        Ok(r) => r,
-        Err(e) => return failure(&s, &e),
-    };
+    )
+    .or_failure(&s)?;
     let qs = query_string(&p);
     let mut pager = String::new();
     if offset > 0 {
@@ -144,23 +139,22 @@ pub(crate) async fn list(
         actions = actions(&s),
         table = rows(&ms, true),
     );
-    Html(html::page("Parking lot", &s, &body)).into_response()
+    Ok(Html(html::page("Parking lot", &s, &body)).into_response())
 }
 
 pub(crate) async fn groups(
     state: State,
     Extension(s): Extension<Session>,
     RawQuery(raw): RawQuery,
-) -> Response {
+) -> Page {
     let p = Params::query(raw.as_deref());
-    let q = match query_of(&p) {
-        Ok(q) => q,
-        Err(e) => return failure(&s, &e),
-    };
-    let summaries = match state.parking.lot().parked_summaries(&q, GROUP_SCAN).await {
-        Ok(r) => r,
-        Err(e) => return failure(&s, &e),
-    };
+    let q = query_of(&p).or_failure(&s)?;
+    let summaries = state
+        .parking
+        .lot()
+        .parked_summaries(&q, GROUP_SCAN)
+        .await
+        .or_failure(&s)?;
     let truncated = summaries.len() == GROUP_SCAN;
     let groups = group_rows(&summaries);
     let mut table = String::from(
@@ -195,27 +189,25 @@ pub(crate) async fn groups(
         summaries.len(),
         form = filter_form(&p).replace(r#"method="get""#, r#"method="get" action="/groups""#),
     );
-    Html(html::page("Failure groups", &s, &body)).into_response()
+    Ok(Html(html::page("Failure groups", &s, &body)).into_response())
 }
 
 pub(crate) async fn group(
     state: State,
     Extension(s): Extension<Session>,
     Path(key): Path<String>,
-) -> Response {
-    let g = match find_group(&*state.parking, &key).await {
-        Ok(Some(g)) => g,
-        Ok(None) => {
-            return failure(
-                &s,
-                &postroom_core::Error::new(
+) -> Page {
+    let g = find_group(&*state.parking, &key)
+        .await
+        .and_then(|g| {
+            g.ok_or_else(|| {
+                postroom_core::Error::new(
                     postroom_core::ErrorKind::NotFound,
                     format!("failure group {key} has no parked messages"),
-                ),
-            );
-        }
-        Err(e) => return failure(&s, &e),
-    };
+                )
+            })
+        })
+        .or_failure(&s)?;
     let q = ParkingQuery {
         filter: postroom_core::ParkingFilter {
             consumer: Some(g.consumer.clone()),
@@ -224,10 +216,12 @@ pub(crate) async fn group(
         },
         ..ParkingQuery::default()
     };
-    let ms = match state.parking.lot().query_parked(&q, 0, PAGE).await {
-        Ok(r) => r,
-        Err(e) => return failure(&s, &e),
-    };
+    let ms = state
+        .parking
+        .lot()
+        .query_parked(&q, 0, PAGE)
+        .await
+        .or_failure(&s)?;
     let mut action = String::new();
     if s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
         let _ = write!(
@@ -261,19 +255,16 @@ pub(crate) async fn group(
         time(g.last_seen),
         rows(&ms, false),
     );
-    Html(html::page(&format!("Group {}", g.key), &s, &body)).into_response()
+    Ok(Html(html::page(&format!("Group {}", g.key), &s, &body)).into_response())
 }
 
 pub(crate) async fn archived(
     state: State,
     Extension(s): Extension<Session>,
     RawQuery(raw): RawQuery,
-) -> Response {
+) -> Page {
     let p = Params::query(raw.as_deref());
-    let mut q = match query_of(&p) {
-        Ok(q) => q,
-        Err(e) => return failure(&s, &e),
-    };
+    let mut q = query_of(&p).or_failure(&s)?;
     q.archived = true;
     q.filter.include_redriven = true;
     let now = Utc::now();
@@ -282,10 +273,7 @@ pub(crate) async fn archived(
         state.parking.lot().query_parked(&q, 0, PAGE),
         state.parking.lot().purgeable(now)
     );
-    let (total, ms, purgeable) = match r {
-        Ok(r) => r,
-        Err(e) => return failure(&s, &e),
-    };
+    let (total, ms, purgeable) = r.or_failure(&s)?;
     let purge = if s.role().is_some_and(|r| r.allows(Permission::Purge)) {
         format!(
             r#"<form method="post" action="/purge" class="inline">{}<button type="submit" id="purge" {}>Purge {purgeable} message(s) past retention</button></form>"#,
@@ -300,33 +288,21 @@ pub(crate) async fn archived(
         state.retention.as_secs() / 86_400,
         rows(&ms, false)
     );
-    Html(html::page("Archive", &s, &body)).into_response()
+    Ok(Html(html::page("Archive", &s, &body)).into_response())
 }
 
-pub(crate) async fn archive(
-    state: State,
-    Extension(s): Extension<Session>,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = require(&s, Permission::Archive) {
-        return r;
-    }
+pub(crate) async fn archive(state: State, Extension(s): Extension<Session>, body: Bytes) -> Page {
+    require(&s, Permission::Archive)?;
     let p = Params::parse(&body);
-    let sel = match selection_of(&*state.parking, &p).await {
-        Ok(sel) => sel,
-        Err(e) => return failure(&s, &e),
-    };
+    let sel = selection_of(&*state.parking, &p).await.or_failure(&s)?;
     let purge_after = Utc::now()
         + chrono::Duration::from_std(state.retention).unwrap_or(chrono::Duration::days(30));
-    let n = match state
+    let n = state
         .parking
         .lot()
         .archive_parked(&sel.items, s.name(), purge_after)
         .await
-    {
-        Ok(n) => n,
-        Err(e) => return failure(&s, &e),
-    };
+        .or_failure(&s)?;
     let ids: Vec<String> = sel
         .items
         .iter()
@@ -349,20 +325,20 @@ pub(crate) async fn archive(
         )
         .await
     {
-        return failure(&s, &e);
+        return Err(failure(&s, &e));
     }
-    Redirect::to(&format!("/archive?done={}", url(&n.to_string()))).into_response()
+    Ok(Redirect::to(&format!("/archive?done={}", url(&n.to_string()))).into_response())
 }
 
-pub(crate) async fn purge(state: State, Extension(s): Extension<Session>) -> Response {
-    if let Err(r) = require(&s, Permission::Purge) {
-        return r;
-    }
+pub(crate) async fn purge(state: State, Extension(s): Extension<Session>) -> Page {
+    require(&s, Permission::Purge)?;
     let now = Utc::now();
-    let n = match state.parking.lot().purge_archived(now).await {
-        Ok(n) => n,
-        Err(e) => return failure(&s, &e),
-    };
+    let n = state
+        .parking
+        .lot()
+        .purge_archived(now)
+        .await
+        .or_failure(&s)?;
     if let Err(e) = state
         .audit
         .record(
@@ -373,7 +349,7 @@ pub(crate) async fn purge(state: State, Extension(s): Extension<Session>) -> Res
         )
         .await
     {
-        return failure(&s, &e);
+        return Err(failure(&s, &e));
     }
-    Redirect::to("/archive").into_response()
+    Ok(Redirect::to("/archive").into_response())
 }

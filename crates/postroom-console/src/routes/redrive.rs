@@ -3,7 +3,7 @@
 //! resume and cancel.
 
 use super::selection::selection_of;
-use super::{Params, State, failure, refusal, require};
+use super::{OrFailure, Page, Params, State, failure, refusal, require};
 use crate::auth::{Permission, Session};
 use crate::html::{self, esc, time};
 use crate::redrive::{RunAction, RunPlan};
@@ -40,25 +40,16 @@ fn hidden_selection(p: &Params) -> String {
     out
 }
 
-pub(crate) async fn preview(
-    state: State,
-    Extension(s): Extension<Session>,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = require(&s, Permission::Redrive) {
-        return r;
-    }
+pub(crate) async fn preview(state: State, Extension(s): Extension<Session>, body: Bytes) -> Page {
+    require(&s, Permission::Redrive)?;
     let p = Params::parse(&body);
-    let sel = match selection_of(&*state.parking, &p).await {
-        Ok(sel) => sel,
-        Err(e) => return failure(&s, &e),
-    };
+    let sel = selection_of(&*state.parking, &p).await.or_failure(&s)?;
     // Exactly what the run will select: the core's dry run over the same filter.
     let redriver = postroom_core::Redriver::new(state.parking.store(), state.parking.publisher());
-    let chosen = match redriver.preview(&sel.filter, MAX_SELECTION).await {
-        Ok(c) => c,
-        Err(e) => return failure(&s, &e),
-    };
+    let chosen = redriver
+        .preview(&sel.filter, MAX_SELECTION)
+        .await
+        .or_failure(&s)?;
     let mut by_consumer: BTreeMap<&str, u64> = BTreeMap::new();
     let mut by_type: BTreeMap<&str, u64> = BTreeMap::new();
     for m in &chosen {
@@ -113,29 +104,24 @@ pub(crate) async fn preview(
 <h2>By type</h2>{histogram}{start}<h2>First messages</h2>{rows}{more}"#,
         chosen.len()
     );
-    Html(html::page("Redrive: dry run", &s, &body)).into_response()
+    Ok(Html(html::page("Redrive: dry run", &s, &body)).into_response())
 }
 
-pub(crate) async fn start(state: State, Extension(s): Extension<Session>, body: Bytes) -> Response {
-    if let Err(r) = require(&s, Permission::Redrive) {
-        return r;
-    }
+pub(crate) async fn start(state: State, Extension(s): Extension<Session>, body: Bytes) -> Page {
+    require(&s, Permission::Redrive)?;
     let p = Params::parse(&body);
     let rate: f64 = match p.get("rate").map(str::parse) {
         Some(Ok(r)) => r,
         _ => {
-            return refusal(
+            return Err(refusal(
                 &s,
                 StatusCode::BAD_REQUEST,
                 "Bad rate",
                 "Give the rate as a number of messages per second.",
-            );
+            ));
         }
     };
-    let sel = match selection_of(&*state.parking, &p).await {
-        Ok(sel) => sel,
-        Err(e) => return failure(&s, &e),
-    };
+    let sel = selection_of(&*state.parking, &p).await.or_failure(&s)?;
     let plan = RunPlan {
         filter: sel.filter,
         limit: MAX_SELECTION,
@@ -143,17 +129,17 @@ pub(crate) async fn start(state: State, Extension(s): Extension<Session>, body: 
         group_key: sel.group_key,
         ..RunPlan::default()
     };
-    match state.runs.start(s.name(), plan).await {
-        Ok(run) => Redirect::to(&format!("/runs/{}", run.id)).into_response(),
-        Err(e) => failure(&s, &e),
-    }
+    let run = state.runs.start(s.name(), plan).await.or_failure(&s)?;
+    Ok(Redirect::to(&format!("/runs/{}", run.id)).into_response())
 }
 
-pub(crate) async fn runs(state: State, Extension(s): Extension<Session>) -> Response {
-    let runs = match state.parking.store().redrive_runs(100).await {
-        Ok(r) => r,
-        Err(e) => return failure(&s, &e),
-    };
+pub(crate) async fn runs(state: State, Extension(s): Extension<Session>) -> Page {
+    let runs = state
+        .parking
+        .store()
+        .redrive_runs(100)
+        .await
+        .or_failure(&s)?;
     let mut table = String::from(
         r#"<table class="runs" id="runs"><thead><tr><th>Run</th><th>Started</th><th>By</th><th>Progress</th><th>State</th><th>Rate</th></tr></thead><tbody>"#,
     );
@@ -174,27 +160,27 @@ pub(crate) async fn runs(state: State, Extension(s): Extension<Session>) -> Resp
         );
     }
     table.push_str("</tbody></table>");
-    Html(html::page("Redrive runs", &s, &table)).into_response()
+    Ok(Html(html::page("Redrive runs", &s, &table)).into_response())
 }
 
 pub(crate) async fn show(
     state: State,
     Extension(s): Extension<Session>,
     Path(id): Path<String>,
-) -> Response {
-    let status = match state.runs.status(&id).await {
-        Ok(Some(st)) => st,
-        Ok(None) => {
-            return failure(
-                &s,
-                &postroom_core::Error::new(
+) -> Page {
+    let status = state
+        .runs
+        .status(&id)
+        .await
+        .and_then(|st| {
+            st.ok_or_else(|| {
+                postroom_core::Error::new(
                     postroom_core::ErrorKind::NotFound,
                     format!("no redrive run {id}"),
-                ),
-            );
-        }
-        Err(e) => return failure(&s, &e),
-    };
+                )
+            })
+        })
+        .or_failure(&s)?;
     let audit = state
         .parking
         .lot()
@@ -274,7 +260,7 @@ pub(crate) async fn show(
         done = run.done,
         hide = if joined > 0 { "" } else { "hidden" },
     );
-    Html(html::page(&format!("Redrive run {}", run.id), &s, &body)).into_response()
+    Ok(Html(html::page(&format!("Redrive run {}", run.id), &s, &body)).into_response())
 }
 
 pub(crate) async fn progress(
@@ -305,25 +291,21 @@ pub(crate) async fn act(
     state: State,
     Extension(s): Extension<Session>,
     Path((id, action)): Path<(String, String)>,
-) -> Response {
-    if let Err(r) = require(&s, Permission::Redrive) {
-        return r;
-    }
+) -> Page {
+    require(&s, Permission::Redrive)?;
     let action = match action.as_str() {
         "pause" => RunAction::Pause,
         "resume" => RunAction::Resume,
         "cancel" => RunAction::Cancel,
         other => {
-            return refusal(
+            return Err(refusal(
                 &s,
                 StatusCode::NOT_FOUND,
                 "Unknown action",
                 &format!("no run action {other:?}"),
-            );
+            ));
         }
     };
-    match state.runs.act(s.name(), &id, action).await {
-        Ok(_) => Redirect::to(&format!("/runs/{id}")).into_response(),
-        Err(e) => failure(&s, &e),
-    }
+    state.runs.act(s.name(), &id, action).await.or_failure(&s)?;
+    Ok(Redirect::to(&format!("/runs/{id}")).into_response())
 }
