@@ -4,8 +4,12 @@
 //! states its own defaults (`SqliteQueue::defaults`, `PgQueue::defaults`), tuned to its
 //! engine.
 
+use super::{Capabilities, DelayCapability, KeyOrdering, RedeliveryCounting};
 use crate::error::{Error, ErrorKind, Result};
 use std::time::Duration;
+
+/// Longest delay a queue in tables keeps (a year: far beyond any sane retry ladder).
+pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Settings of a queue in tables.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +50,23 @@ impl QueueConfig {
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every;
         self
+    }
+
+    /// What a queue in tables with these settings can do: any delay up to [`MAX_DELAY`] (the
+    /// due time is a column), deliveries counted by the queue itself, the lease as the time a
+    /// subscriber owns a row, no per-key ordering, messages up to `max_message_bytes` (the
+    /// engine's limit on one value).
+    pub fn capabilities(&self, max_message_bytes: usize) -> Capabilities {
+        Capabilities {
+            delay: DelayCapability::UpTo(MAX_DELAY),
+            redelivery: RedeliveryCounting {
+                counted: true,
+                native_limit: None,
+            },
+            ownership: Some(self.lease),
+            ordering: KeyOrdering::None,
+            max_message_bytes,
+        }
     }
 
     /// Refuse an unbounded or zero prefetch, a zero lease and a zero poll interval.

@@ -22,9 +22,8 @@ use crate::schema::TablePrefix;
 use async_trait::async_trait;
 use postroom_core::message::headers as h;
 use postroom_core::{
-    Backlog, BacklogProbe, BoxSubscriber, Capabilities, DelayCapability, Error, ErrorKind,
-    KeyOrdering, OutgoingMessage, Publisher, QueueConfig, RedeliveryCounting, Result, Route,
-    Subscription, Transport,
+    Backlog, BacklogProbe, BoxSubscriber, Capabilities, Error, ErrorKind, OutgoingMessage,
+    Publisher, QueueConfig, Result, Route, Subscription, Transport,
 };
 use sqlx::PgPool;
 use sqlx::types::Json;
@@ -147,9 +146,6 @@ impl Publisher for PgQueue {
     }
 }
 
-/// Longest delay the table keeps (a year: far beyond any sane retry ladder).
-const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
-
 #[async_trait]
 impl Transport for PgQueue {
     fn name(&self) -> &'static str {
@@ -157,17 +153,8 @@ impl Transport for PgQueue {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            delay: DelayCapability::UpTo(MAX_DELAY),
-            redelivery: RedeliveryCounting {
-                counted: true,
-                native_limit: None,
-            },
-            ownership: Some(self.config.lease),
-            ordering: KeyOrdering::None,
-            // PostgreSQL's limit on one bytea value.
-            max_message_bytes: 1 << 30,
-        }
+        // PostgreSQL's limit on one bytea value.
+        self.config.capabilities(1 << 30)
     }
 
     fn publisher(&self) -> Arc<dyn Publisher> {

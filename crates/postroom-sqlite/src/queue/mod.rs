@@ -19,9 +19,8 @@ use crate::error::SqlxResultExt;
 use crate::time::now_ms;
 use postroom_core::message::headers as h;
 use postroom_core::{
-    Backlog, BacklogProbe, BoxSubscriber, Capabilities, DelayCapability, Error, ErrorKind,
-    KeyOrdering, OutgoingMessage, Publisher, QueueConfig, RedeliveryCounting, Result, Route,
-    Subscription, Transport, async_trait,
+    Backlog, BacklogProbe, BoxSubscriber, Capabilities, Error, ErrorKind, OutgoingMessage,
+    Publisher, QueueConfig, Result, Route, Subscription, Transport, async_trait,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,9 +32,6 @@ pub struct SqliteQueue {
     store: SqliteStore,
     config: QueueConfig,
 }
-
-/// Longest delay the table keeps (a year: far beyond any sane retry ladder).
-const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 impl SqliteQueue {
     pub(crate) fn new(store: SqliteStore, config: QueueConfig) -> Result<Self> {
@@ -169,17 +165,8 @@ impl Transport for SqliteQueue {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            delay: DelayCapability::UpTo(MAX_DELAY),
-            redelivery: RedeliveryCounting {
-                counted: true,
-                native_limit: None,
-            },
-            ownership: Some(self.config.lease),
-            ordering: KeyOrdering::None,
-            // SQLite's default limit on a blob.
-            max_message_bytes: 1_000_000_000,
-        }
+        // SQLite's default limit on a blob.
+        self.config.capabilities(1_000_000_000)
     }
 
     fn publisher(&self) -> Arc<dyn Publisher> {
