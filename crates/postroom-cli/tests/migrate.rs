@@ -22,6 +22,7 @@ use postroom_nats::topology::reset::delete_workload;
 use postroom_ops::{Endpoint, Registry, TransportSpec, Workload};
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
 use postroom_testkit::effect::VersionLog;
+use postroom_testkit::wait::eventually as wait_until;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,17 +90,6 @@ async fn open(url: &str, prefix: &str, fresh: bool) -> Arc<dyn Transport> {
 
 fn subscription() -> Subscription {
     Subscription::new(CONSUMER, &[ROUTE]).prefetch(16)
-}
-
-async fn wait_until(limit: Duration, mut cond: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cond().await
 }
 
 async fn store(db: &TestDb) -> PgStore {

@@ -17,8 +17,9 @@ use postroom_kafka::KafkaTransport;
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
 use postroom_testkit::effect::VersionLog;
 use postroom_testkit::servers::TestDb;
+use postroom_testkit::wait::eventually as wait_until;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 
 const CONSUMER: &str = "seed3";
@@ -37,17 +38,6 @@ async fn publish(publisher: &Arc<dyn Publisher>, events: &[&Envelope]) {
             .await
             .expect("publish");
     }
-}
-
-async fn wait_until(limit: Duration, mut cond: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cond().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,10 +14,11 @@ use postroom_core::{
 };
 use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
 use postroom_testkit::servers::PgCluster;
+use postroom_testkit::wait::until;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Effects {
     store: PgStore,
@@ -44,14 +45,6 @@ impl Handler for Effects {
 async fn ids(store: &PgStore, sql: &str) -> Option<BTreeSet<MessageId>> {
     let rows: Vec<uuid::Uuid> = sqlx::query_scalar(sql).fetch_all(store.pool()).await.ok()?;
     Some(rows.into_iter().map(MessageId::from).collect())
-}
-
-async fn wait_for(what: &str, timeout: Duration, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,9 +129,9 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
 
     let applied = "SELECT id FROM effects";
     let published = "SELECT id FROM postroom_outbox WHERE published_at IS NOT NULL";
-    wait_for(
-        "the pipeline to run before the crash",
+    until(
         Duration::from_secs(30),
+        "the pipeline to run before the crash",
         async || ids(&store, applied).await.is_some_and(|s| s.len() >= 30),
     )
     .await;
@@ -161,9 +154,9 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         .await
         .unwrap();
         // The relay and the consumer were not restarted: they reconnect by themselves.
-        wait_for(
-            &format!("crash {cycle}: the relay to publish again"),
+        until(
             Duration::from_secs(40),
+            &format!("crash {cycle}: the relay to publish again"),
             async || {
                 ids(&store, published)
                     .await
@@ -181,9 +174,9 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         lost.is_empty(),
         "committed outbox rows lost in the crash: {lost:?}"
     );
-    wait_for(
-        "every row to be applied",
+    until(
         Duration::from_secs(40),
+        "every row to be applied",
         async || {
             ids(&store, applied)
                 .await

@@ -18,11 +18,12 @@ use postroom_core::{
 };
 use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
 use postroom_testkit::servers::TestDb;
+use postroom_testkit::wait::until as wait_until;
 use sqlx::{PgPool, Row};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const AGGREGATES: usize = 12;
 const VERSIONS: u64 = 12;
@@ -138,14 +139,6 @@ fn spawn_relay(url: &str, id: &str) -> Child {
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn relay process")
-}
-
-async fn wait_until(timeout: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn scalar(pool: &PgPool, sql: &str) -> i64 {

@@ -23,6 +23,7 @@ pub mod running;
 pub mod servers;
 pub mod stores;
 pub mod table_queue;
+pub mod wait;
 pub mod watched;
 
 pub use effect::{EffectHandler, Fault};

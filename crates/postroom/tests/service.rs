@@ -7,9 +7,10 @@ use postroom::{
     Service, TypedHandler, async_trait, consumer,
 };
 use postroom_testkit::servers::{TestDb, suffix};
+use postroom_testkit::wait::eventually;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 #[derive(Serialize, Deserialize)]
@@ -64,22 +65,6 @@ impl Drop for BrokerNames {
             let _ = api.delete_everything_named(&prefix).await;
         });
     }
-}
-
-/// Poll `f` until it holds or `timeout` passes.
-async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    f().await
 }
 
 /// Reserves on PostgreSQL through the inbox; the first delivery of `flaky` fails transiently.

@@ -1,6 +1,9 @@
 //! A long-running `postroom` command (serve, relay, ingest) as a child process: started,
 //! its printed address read, then stopped with SIGTERM or killed with SIGKILL.
 
+/// Wait until a condition holds, up to a bound, or fail naming what was awaited.
+#[allow(unused_imports)]
+pub use postroom_testkit::wait::until as wait_for;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
@@ -105,21 +108,5 @@ pub async fn get(url: &str) -> (u16, String) {
             (status, r.text().await.unwrap_or_default())
         }
         Err(_) => (0, String::new()),
-    }
-}
-
-/// Wait until `f` holds, up to `bound`, or fail with `what`.
-pub async fn wait_for<F, Fut>(bound: Duration, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !f().await {
-        assert!(
-            start.elapsed() < bound,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

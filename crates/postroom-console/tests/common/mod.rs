@@ -15,8 +15,11 @@ use postroom_core::{
     OutgoingMessage, ParkingFilter, ParkingStore, Subscription, Transport, async_trait,
 };
 use postroom_sqlite::SqliteStore;
+/// Wait until a condition holds, up to a bound, or fail naming what was awaited.
+#[allow(unused_imports)]
+pub use postroom_testkit::wait::until as wait_for;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// The consumer whose handler parks bad orders.
@@ -73,22 +76,6 @@ pub fn recorder() -> metrics_exporter_prometheus::PrometheusHandle {
     HANDLE
         .get_or_init(|| postroom_console::metrics::install_prometheus().expect("recorder"))
         .clone()
-}
-
-/// Wait until `f` holds, up to `bound`, or fail with `what`.
-pub async fn wait_for<F, Fut>(bound: Duration, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !f().await {
-        assert!(
-            start.elapsed() < bound,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Publish `no_sku` orders without a SKU, `negative` with a negative quantity and `good`

@@ -5,8 +5,10 @@
 use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, MessageId, async_trait};
 use postroom_postgres::{PgStore, TablePrefix};
 use postroom_testkit::servers::TestDb;
+/// Wait until a condition holds, up to a bound, or fail naming what was awaited.
+#[allow(unused_imports)]
+pub use postroom_testkit::wait::until as wait_until;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// A migrated store in a database of its own (dropped with the returned handle).
 pub async fn fresh_store(connections: u32) -> (PgStore, TestDb) {
@@ -22,18 +24,6 @@ pub fn order(id: &str, version: u64) -> Envelope {
         .aggregate("order", id, version)
         .data(serde_json::json!({ "order_id": id }))
         .build()
-}
-
-/// Wait until `cond` holds; fails the test naming `what` after `timeout`.
-pub async fn wait_until(timeout: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 /// A handler that always returns the same result and records the ids it saw.

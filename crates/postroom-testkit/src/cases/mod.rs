@@ -30,7 +30,6 @@ use postroom_core::stats::StatsSnapshot;
 use postroom_core::{
     Envelope, EnvelopeDecoder, OutboxRelay, ParkingFilter, RelayConfig, RetryPolicy,
 };
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -176,21 +175,7 @@ pub async fn relay_all(b: &Arc<Backend>, relay_id: &str) {
     panic!("outbox did not drain");
 }
 
-/// Poll `cond` until it holds or `timeout` passes.
-pub async fn wait_for<F, Fut>(timeout: Duration, mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cond().await
-}
+pub use crate::wait::eventually as wait_for;
 
 /// Every parked record of `consumer`, redriven ones included.
 pub async fn parked_of(b: &Arc<Backend>, consumer: &str) -> Vec<postroom_core::ParkedMessage> {
