@@ -129,6 +129,12 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub relay_lanes: u16,
 
+    /// In the relay scenarios to a broker, postroom's outbox deletes each row once its
+    /// publish is confirmed instead of marking it published (`PgOutbox::delete_on_publish`:
+    /// cheaper marks, no record of what was published).
+    #[arg(long)]
+    pub relay_delete_published: bool,
+
     /// Runs of each throughput pair, alternating postroom and raw; the median of each counts.
     /// Default 3 (`pg-relay`: 5, after an uncounted warm-up pair), quick 1.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=50))]

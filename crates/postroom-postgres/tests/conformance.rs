@@ -11,7 +11,10 @@ use std::time::Duration;
 const LEASE: Duration = Duration::from_secs(2);
 
 async fn fresh() -> Backend {
-    let store = PgFixture::fresh(8).await;
+    on(PgFixture::fresh(8).await)
+}
+
+fn on(store: PgFixture) -> Backend {
     let queue = store
         .store
         .queue(
@@ -32,3 +35,16 @@ async fn fresh() -> Backend {
 }
 
 postroom_testkit::conformance_suite!(fresh().await);
+
+/// The relay cases again with an outbox that deletes each row once its publish is
+/// confirmed, instead of marking it: the same crash, order and many-relay guarantees.
+mod deleting_outbox {
+    use super::on;
+    use postroom_testkit::stores::postgres::PgFixture;
+
+    postroom_testkit::conformance_suite!(@cases on(PgFixture::fresh(8).await.deleting_published());
+        relay_crash_between_publish_and_mark,
+        relay_keeps_aggregate_order,
+        relay_loops_keep_aggregate_order,
+    );
+}

@@ -136,8 +136,18 @@ fn ids(rows: &[postroom_core::OutboxRecord]) -> Vec<postroom_core::MessageId> {
 
 #[tokio::test]
 async fn a_relay_keeps_the_aggregates_it_publishes() {
+    keeps_the_aggregates_it_publishes(false).await;
+}
+
+#[tokio::test]
+async fn a_relay_that_deletes_what_it_published_keeps_its_aggregates_too() {
+    keeps_the_aggregates_it_publishes(true).await;
+}
+
+async fn keeps_the_aggregates_it_publishes(delete: bool) {
     // Marking and claiming is one step: the marked aggregates' next rows become heads with
-    // the mark, and the marking relay takes them before any other relay can see them.
+    // the mark, and the marking relay takes them before any other relay can see them. An
+    // outbox that deletes confirmed rows instead of marking them behaves the same.
     let (_db, s) = fresh_store().await;
     let rows = enqueued(
         &s,
@@ -154,7 +164,11 @@ async fn a_relay_keeps_the_aggregates_it_publishes() {
     )
     .await;
     let id = |i: usize| rows[i].0.id;
-    let ob = s.outbox();
+    let ob = if delete {
+        s.outbox().delete_on_publish()
+    } else {
+        s.outbox()
+    };
     let lease = Duration::from_secs(30);
     let r1 = ob.claim("r1", 2, lease).await.unwrap();
     assert_eq!(ids(&r1), ids_of(&[id(0), id(1)]), "the two oldest heads");
@@ -182,6 +196,21 @@ async fn a_relay_keeps_the_aggregates_it_publishes() {
         ob.pending().await.unwrap(),
         2,
         "c2 and a3 are out, not marked"
+    );
+    let rows_left = async || -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM postroom_outbox")
+            .fetch_one(s.pool())
+            .await
+            .unwrap()
+    };
+    assert_eq!(rows_left().await, if delete { 2 } else { 8 });
+    ob.mark_published("r2", &[id(5)]).await.unwrap();
+    ob.mark_published("r1", &[id(7)]).await.unwrap();
+    assert_eq!(ob.pending().await.unwrap(), 0);
+    assert_eq!(
+        rows_left().await,
+        if delete { 0 } else { 8 },
+        "deleted once confirmed, or kept marked for the retention"
     );
 }
 

@@ -125,6 +125,7 @@ pub struct PgOutbox {
     prefix: TablePrefix,
     wakeup: Arc<Wakeup>,
     sql: Arc<ClaimSql>,
+    delete_published: bool,
 }
 
 /// The claim statements, built once: index 1 locks window rows before probing them.
@@ -134,21 +135,65 @@ struct ClaimSql {
     mark_and_claim: [String; 2],
 }
 
+impl ClaimSql {
+    fn new(prefix: &TablePrefix, delete: bool) -> Self {
+        Self {
+            claim: [false, true].map(|lock_first| claim_sql(prefix, lock_first)),
+            mark_and_claim: [false, true]
+                .map(|lock_first| mark_and_claim_sql(prefix, lock_first, delete)),
+        }
+    }
+}
+
+/// The statement that takes confirmed rows (`$1`) out of the unpublished ones, returning
+/// their aggregate keys and sequence numbers: a mark, or a delete (see
+/// [`PgOutbox::delete_on_publish`]).
+fn mark_rows(p: &TablePrefix, delete: bool, ids: &str) -> String {
+    if delete {
+        format!(
+            "DELETE FROM {p}outbox WHERE id = ANY({ids}) AND published_at IS NULL
+             RETURNING aggregate_key, seq"
+        )
+    } else {
+        format!(
+            "UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
+             WHERE id = ANY({ids}) AND published_at IS NULL
+             RETURNING aggregate_key, seq"
+        )
+    }
+}
+
 impl PgOutbox {
     /// The outbox in `pool` under `prefix` (migrated beforehand with [`crate::migrate()`]).
     #[must_use]
     pub fn new(pool: PgPool, prefix: TablePrefix) -> Self {
         let wakeup = Arc::new(Wakeup::new(pool.clone(), prefix.outbox_channel()));
-        let sql = Arc::new(ClaimSql {
-            claim: [false, true].map(|lock_first| claim_sql(&prefix, lock_first)),
-            mark_and_claim: [false, true].map(|lock_first| mark_and_claim_sql(&prefix, lock_first)),
-        });
+        let sql = Arc::new(ClaimSql::new(&prefix, false));
         Self {
             pool,
             prefix,
             wakeup,
             sql,
+            delete_published: false,
         }
+    }
+
+    /// Delete each row once the broker confirmed it, instead of marking it published and
+    /// keeping it for the retention. A delete touches none of the outbox's indexes (a mark
+    /// moves the row out of two of them and into a third), so the relay's marks cost less;
+    /// what is lost is the record of what was published (`purge_published` finds nothing).
+    /// Every relay of an outbox should agree: a relay that marks and one that deletes are
+    /// both correct, but only the deleted rows leave no trace.
+    pub fn delete_on_publish(mut self) -> Self {
+        self.sql = Arc::new(ClaimSql::new(&self.prefix, true));
+        self.delete_published = true;
+        self
+    }
+
+    /// Whether confirmed rows are deleted rather than marked.
+    #[must_use]
+    pub fn deletes_on_publish(&self) -> bool {
+        self.delete_published
     }
 
     /// Run a claim statement (see [`window_scan`] and [`lease_rows`] for its parameters;
@@ -299,12 +344,9 @@ fn claim_sql(p: &TablePrefix, lock_first: bool) -> String {
 /// for the length of its statement, and it cannot claim the row. Other relays are
 /// notified only if a new head was left for them (not due, leased, past the horizon,
 /// or over the limit).
-fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool) -> String {
+fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool, delete: bool) -> String {
     format!(
-        "WITH m AS (
-                UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
-                WHERE id = ANY($6) AND published_at IS NULL
-                RETURNING aggregate_key, seq),
+        "WITH m AS ({mark}),
              n AS (
                 SELECT s.seq, s.claimable FROM (SELECT aggregate_key, max(seq) AS seq FROM m GROUP BY aggregate_key) AS k
                 CROSS JOIN LATERAL (
@@ -327,6 +369,7 @@ fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool) -> String {
                 FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM a)) AS left_over)
              SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
              FROM x LEFT JOIN l ON true",
+        mark = mark_rows(p, delete, "$6"),
         scan = window_scan(p, "greatest($5 - (SELECT count(*) FROM a), 0)", lock_first),
         lease = lease_rows(p),
     )
@@ -396,10 +439,9 @@ impl OutboxStore for PgOutbox {
         // heads now: the notification wakes relays that found nothing to claim.
         let ids: Vec<uuid::Uuid> = ids.iter().map(MessageId::as_uuid).collect();
         let sql = format!(
-            "WITH u AS (UPDATE {p}outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
-                        WHERE id = ANY($1) AND published_at IS NULL RETURNING 1)
+            "WITH u AS ({mark})
              SELECT pg_notify(current_schema() || '.' || $2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
-            p = self.prefix
+            mark = mark_rows(&self.prefix, self.delete_published, "$1"),
         );
         sqlx::query(&sql)
             .bind(ids)

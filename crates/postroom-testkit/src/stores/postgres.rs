@@ -50,6 +50,14 @@ impl PgFixture {
             db,
         }
     }
+
+    /// The same fixture with an outbox that deletes each row once its publish is confirmed
+    /// (`PgOutbox::delete_on_publish`) instead of marking it.
+    #[must_use]
+    pub fn deleting_published(mut self) -> Self {
+        self.outbox = Arc::new(self.store.outbox().delete_on_publish());
+        self
+    }
 }
 
 #[async_trait]

@@ -28,6 +28,8 @@ pub struct RelayLoad {
     pub lanes: usize,
     /// Body size.
     pub bytes: usize,
+    /// Whether the outbox deletes confirmed rows instead of marking them.
+    pub delete_published: bool,
 }
 
 /// What a broker adds to the relay scenario: its raw client's publishing loop, and how to
@@ -95,6 +97,7 @@ pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, 
         relays: usize::from(a.relays),
         lanes: usize::from(a.relay_lanes),
         bytes: a.payload_bytes,
+        delete_published: a.relay_delete_published,
     };
     let store = ctx
         .db()?
@@ -125,12 +128,14 @@ pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, 
     if let Some(w) = shared {
         w.delete().await?;
     }
-    Ok(figure.measurement(
-        &ours,
-        &raw,
-        Target::at_least(0.9),
-        Load::new(load.bytes, load.relays * load.lanes, 0, load.batch, load.n),
-    ))
+    Ok(figure
+        .measurement(
+            &ours,
+            &raw,
+            Target::at_least(0.9),
+            Load::new(load.bytes, load.relays * load.lanes, 0, load.batch, load.n),
+        )
+        .detail("outbox_deletes_published", load.delete_published))
 }
 
 /// Fill the outbox, then time the relays until every row is confirmed by the broker and
@@ -142,7 +147,11 @@ async fn postroom_round<W: RawRelay>(
 ) -> Result<f64, BenchError> {
     let n = load.n;
     fill_outbox(store, n, |i| payload::message(i, load.bytes)).await?;
-    let ob: Arc<dyn OutboxStore> = Arc::new(store.outbox());
+    let ob: Arc<dyn OutboxStore> = if load.delete_published {
+        Arc::new(store.outbox().delete_on_publish())
+    } else {
+        Arc::new(store.outbox())
+    };
     let transport = w.transport();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let confirmed = Arc::new(AtomicUsize::new(0));
