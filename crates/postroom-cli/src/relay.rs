@@ -43,7 +43,9 @@ pub struct RelayArgs {
     /// 30s). Longer than a batch can take to be confirmed.
     #[arg(long, default_value = "30s", value_name = "SPAN")]
     pub lease: String,
-    /// Published rows are deleted after this long (e.g. 24h).
+    /// Published rows are deleted after this long (e.g. 24h). 0 keeps no record of what was
+    /// published: on PostgreSQL each row is deleted as its publish is confirmed, instead of
+    /// being marked (the cheapest relay); on SQLite at each purge.
     #[arg(long, default_value = "24h", value_name = "SPAN")]
     pub retention: String,
     /// Also publish every row to this broker (repeat for several; comma-separated in the

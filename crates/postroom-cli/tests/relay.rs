@@ -3,8 +3,9 @@
 //! SQL for psql into a PostgreSQL outbox, are relayed to the consumers bound by a topology
 //! file, every envelope decodable; two relays on one PostgreSQL outbox, one killed with
 //! SIGKILL in the middle, lose nothing and keep each aggregate's order; SIGTERM drains
-//! (nothing stays leased); `/metrics`, `/healthz` and `/readyz` answer. The README's Node
-//! snippet is checked for syntax only (its `pg` module is not installed here).
+//! (nothing stays leased); with `--retention 0s` on PostgreSQL the relay deletes each row it
+//! published and the outbox ends empty; `/metrics`, `/healthz` and `/readyz` answer. The
+//! README's Node snippet is checked for syntax only (its `pg` module is not installed here).
 
 mod common;
 
@@ -93,8 +94,12 @@ fn check_nothing_lost_or_reordered(
 
 /// A relay process on `database` named `id`, running `lanes` pipelines.
 fn relay(dir: &Path, database: &str, id: &str, lanes: &str) -> Daemon {
-    Daemon::start(
-        dir,
+    relay_with(dir, database, id, lanes, &[])
+}
+
+/// [`relay`] with `extra` arguments.
+fn relay_with(dir: &Path, database: &str, id: &str, lanes: &str, extra: &[&str]) -> Daemon {
+    let args = [
         &[
             "relay",
             "--database",
@@ -111,9 +116,11 @@ fn relay(dir: &Path, database: &str, id: &str, lanes: &str) -> Daemon {
             "20",
             "--lanes",
             lanes,
-        ],
-        &[],
-    )
+        ][..],
+        extra,
+    ]
+    .concat();
+    Daemon::start(dir, &args, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,6 +224,51 @@ fn psql_script(n: usize) -> String {
     script
 }
 
+/// Run the README's SQL for `n` rows with psql in `dir`, against `url`; psql's output.
+fn run_psql(dir: &Path, url: &str, n: usize) -> std::process::Output {
+    std::fs::write(dir.join("rows.sql"), psql_script(n)).unwrap();
+    Command::new("psql")
+        .current_dir(dir)
+        .args(["-q", "-X", "-f", "rows.sql", url])
+        .output()
+        .expect("psql must be installed")
+}
+
+/// Wait until `sql` (a count) reads 0, or fail naming `what`.
+async fn until_zero(pool: &sqlx::PgPool, sql: &'static str, bound: Duration, what: &str) {
+    wait_for(bound, what, || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 0
+        }
+    })
+    .await;
+}
+
+/// `(message id, body)` of each copy queued for `ledger`, in queue order.
+async fn queued(pool: &sqlx::PgPool) -> Vec<(String, Vec<u8>)> {
+    sqlx::query_as(
+        "SELECT message_id::text, body FROM postroom_queue WHERE consumer = 'ledger' ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// The ids of the rows in the outbox.
+async fn outbox_ids(pool: &sqlx::PgPool) -> BTreeSet<String> {
+    sqlx::query_scalar("SELECT id::text FROM postroom_outbox")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
     let db = TestDb::create().await;
@@ -229,16 +281,9 @@ async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
     ready(&a).await;
     ready(&b).await;
     let n = 1500;
-    std::fs::write(d.join("rows.sql"), psql_script(n)).unwrap();
     let psql = {
         let (dir, url) = (d.to_path_buf(), db.url.clone());
-        tokio::task::spawn_blocking(move || {
-            Command::new("psql")
-                .current_dir(dir)
-                .args(["-q", "-X", "-f", "rows.sql", &url])
-                .output()
-                .expect("psql must be installed")
-        })
+        tokio::task::spawn_blocking(move || run_psql(&dir, &url, n))
     };
     // Both relays claim from the same outbox and either may win every claim while the rows
     // arrive: kill the first one seen publishing, in the middle of its work; the other must
@@ -285,38 +330,51 @@ async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
     );
 
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-    wait_for(
+    until_zero(
+        &pool,
+        "SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL",
         Duration::from_secs(120),
         "the surviving relay to publish everything",
-        || {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>(
-                    "SELECT COUNT(*) FROM postroom_outbox WHERE published_at IS NULL",
-                )
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                    == 0
-            }
-        },
     )
     .await;
-    let outbox: BTreeSet<String> = sqlx::query_scalar("SELECT id::text FROM postroom_outbox")
-        .fetch_all(&pool)
-        .await
-        .unwrap()
-        .into_iter()
-        .collect();
+    let outbox = outbox_ids(&pool).await;
     assert_eq!(outbox.len(), n);
-    let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
-        "SELECT message_id::text, body FROM postroom_queue WHERE consumer = 'ledger' ORDER BY id",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    check_nothing_lost_or_reordered(&outbox, &decoded(rows), (n / 10) as u64);
+    check_nothing_lost_or_reordered(&outbox, &decoded(queued(&pool).await), (n / 10) as u64);
     assert!(survivor.terminate(Duration::from_secs(30)).success());
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_with_retention_zero_on_postgres_deletes_each_row_once_published() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
+    // A first relay migrates the database; the rows are written while none runs.
+    let first = relay(d, &db.url, "relay-a", "1");
+    ready(&first).await;
+    assert!(first.terminate(Duration::from_secs(30)).success());
+    let n = 300;
+    let out = run_psql(d, &db.url, n);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let written = outbox_ids(&pool).await;
+    assert_eq!(written.len(), n);
+    let deleting = relay_with(d, &db.url, "relay-b", "2", &["--retention", "0s"]);
+    ready(&deleting).await;
+    until_zero(
+        &pool,
+        "SELECT COUNT(*) FROM postroom_outbox",
+        Duration::from_secs(60),
+        "every row published and deleted",
+    )
+    .await;
+    check_nothing_lost_or_reordered(&written, &decoded(queued(&pool).await), (n / 10) as u64);
+    assert!(deleting.terminate(Duration::from_secs(30)).success());
     pool.close().await;
 }
 

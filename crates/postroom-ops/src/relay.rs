@@ -75,14 +75,21 @@ async fn bind_workload(
 }
 
 /// Relay `pipeline`'s outbox through `publisher` until `shutdown`, counting the unpublished
-/// rows for the pending gauge.
+/// rows for the pending gauge. A retention of zero deletes each row as its publish is
+/// confirmed where the store can (PostgreSQL: in the statement that would mark it, the
+/// cheapest relay), and at each purge elsewhere.
 async fn relay_through(
     pipeline: &Pipeline,
     publisher: Arc<dyn Publisher>,
     config: RelayConfig,
     shutdown: watch::Receiver<bool>,
 ) -> OpsResult {
-    let outbox = pipeline.store.outbox();
+    let deleting = config
+        .retention
+        .is_some_and(|r| r.is_zero())
+        .then(|| pipeline.store.deleting_outbox())
+        .flatten();
+    let outbox = deleting.unwrap_or_else(|| pipeline.store.outbox());
     let relay = OutboxRelay::new(outbox.clone(), publisher, config);
     let gauge = {
         let mut stop = shutdown.clone();

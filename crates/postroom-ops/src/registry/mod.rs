@@ -67,6 +67,12 @@ pub trait Store: Send + Sync + 'static {
     fn location(&self) -> String;
     /// The relays' side of the outbox.
     fn outbox(&self) -> Arc<dyn OutboxStore>;
+    /// The relays' side of the outbox, deleting each row once its publish is confirmed
+    /// instead of marking it published; `None` where the store only marks (its published rows
+    /// go at the retention purge).
+    fn deleting_outbox(&self) -> Option<Arc<dyn OutboxStore>> {
+        None
+    }
     /// The parking lot.
     fn parking(&self) -> Arc<dyn ParkingStore>;
     /// The queue in this store's tables, as a transport.

@@ -66,6 +66,10 @@ impl Store for PgDatabase {
         Arc::new(self.store.outbox())
     }
 
+    fn deleting_outbox(&self) -> Option<Arc<dyn OutboxStore>> {
+        Some(Arc::new(self.store.outbox().delete_on_publish()))
+    }
+
     fn inbox(&self) -> Option<Arc<dyn InboxLookup>> {
         Some(Arc::new(self.store.clone()))
     }
