@@ -84,14 +84,16 @@ fn relay_worker(url: String, relay_id: String) {
             lanes: 1,
         };
         if relay_id_is_doomed {
-            // Mid-batch, held there: the batch is confirmed and logged, its rows not yet
-            // marked, until the SIGKILL arrives (a kill timed from outside could land after the
-            // mark and leave nothing to republish).
+            // Held before its first mark until the SIGKILL arrives: its first batch is
+            // confirmed and logged, and no row it logged is ever marked. (Held at a later
+            // batch, the test's "a logged row is unmarked" could be seen on an earlier batch
+            // just before its mark, and a kill landing after that mark, before the next batch
+            // logged anything, left nothing to republish.)
             failpoint::arm_for(
                 failpoint::RELAY_BEFORE_MARK,
                 "doomed",
                 Action::Call(Arc::new(|| Box::pin(std::future::pending::<()>()))),
-                1,
+                0,
                 None,
             );
         }
@@ -215,7 +217,7 @@ async fn two_relays_scenario() {
 
     let mut doomed = spawn_relay(&db.url, "doomed");
     let mut survivor = spawn_relay(&db.url, "survivor");
-    // Kill the doomed relay once it has published a row it has not marked yet: mid-batch.
+    // Kill the doomed relay once it has published a row it has not marked (it never marks).
     wait_until(
         Duration::from_secs(60),
         "the doomed relay to be mid-batch",
