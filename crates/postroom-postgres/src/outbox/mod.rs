@@ -125,14 +125,15 @@ pub struct PgOutbox {
     prefix: TablePrefix,
     wakeup: Arc<Wakeup>,
     sql: Arc<ClaimSql>,
-    delete_published: bool,
 }
 
-/// The claim statements, built once: index 1 locks window rows before probing them.
+/// The relay's statements, built once: in the claims, index 1 locks window rows before
+/// probing them; `mark` marks (or deletes) confirmed rows without claiming.
 #[derive(Debug)]
 struct ClaimSql {
     claim: [String; 2],
     mark_and_claim: [String; 2],
+    mark: String,
 }
 
 impl ClaimSql {
@@ -141,6 +142,13 @@ impl ClaimSql {
             claim: [false, true].map(|lock_first| claim_sql(prefix, lock_first)),
             mark_and_claim: [false, true]
                 .map(|lock_first| mark_and_claim_sql(prefix, lock_first, delete)),
+            // The successors of the marked rows are heads now: the notification wakes
+            // relays that found nothing to claim.
+            mark: format!(
+                "WITH u AS ({mark})
+                 SELECT pg_notify(current_schema() || '.' || $2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
+                mark = mark_rows(prefix, delete, "$1"),
+            ),
         }
     }
 }
@@ -174,7 +182,6 @@ impl PgOutbox {
             prefix,
             wakeup,
             sql,
-            delete_published: false,
         }
     }
 
@@ -184,16 +191,10 @@ impl PgOutbox {
     /// what is lost is the record of what was published (`purge_published` finds nothing).
     /// Every relay of an outbox should agree: a relay that marks and one that deletes are
     /// both correct, but only the deleted rows leave no trace.
+    #[must_use]
     pub fn delete_on_publish(mut self) -> Self {
         self.sql = Arc::new(ClaimSql::new(&self.prefix, true));
-        self.delete_published = true;
         self
-    }
-
-    /// Whether confirmed rows are deleted rather than marked.
-    #[must_use]
-    pub fn deletes_on_publish(&self) -> bool {
-        self.delete_published
     }
 
     /// Run a claim statement (see [`window_scan`] and [`lease_rows`] for its parameters;
@@ -435,15 +436,9 @@ impl OutboxStore for PgOutbox {
 
     async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
         // Not restricted to this relay's lease: the broker confirmed the message, so it is
-        // published even if the lease ran out meanwhile. The successors of these rows are
-        // heads now: the notification wakes relays that found nothing to claim.
+        // published even if the lease ran out meanwhile.
         let ids: Vec<uuid::Uuid> = ids.iter().map(MessageId::as_uuid).collect();
-        let sql = format!(
-            "WITH u AS ({mark})
-             SELECT pg_notify(current_schema() || '.' || $2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
-            mark = mark_rows(&self.prefix, self.delete_published, "$1"),
-        );
-        sqlx::query(&sql)
+        sqlx::query(&self.sql.mark)
             .bind(ids)
             .bind(self.prefix.outbox_channel())
             .execute(&self.pool)
