@@ -12,6 +12,7 @@
 //! | [`CONSUMER_BEFORE_ACK`] | the handler returned (its transaction committed), the ack not yet sent |
 //! | [`RETRY_BEFORE_ACK`] | a retry copy is confirmed by the transport, the original not yet acked |
 //! | [`PARK_BEFORE_ACK`] | a parking copy is confirmed, the original not yet acked |
+//! | [`RELAY_AWAITING_CONFIRMS`] | a relay batch is sent; the relay has not yet taken in its confirms (a slow broker) |
 //! | [`RELAY_BEFORE_MARK`] | a relay batch is confirmed by the transport, its rows not yet marked published |
 //! | [`BATCH_AFTER_COMMIT`] | a batched handler committed, the batch's deliveries not yet settled |
 //!
@@ -25,6 +26,8 @@ pub const CONSUMER_BEFORE_ACK: &str = "consumer.before_ack";
 pub const RETRY_BEFORE_ACK: &str = "retry.before_ack";
 /// A parking copy is confirmed; the original is not yet acked.
 pub const PARK_BEFORE_ACK: &str = "park.before_ack";
+/// A relay batch is sent; the relay has not yet taken in its confirms (held, a slow broker).
+pub const RELAY_AWAITING_CONFIRMS: &str = "relay.awaiting_confirms";
 /// A relay batch is confirmed; its rows are not yet marked published.
 pub const RELAY_BEFORE_MARK: &str = "relay.before_mark";
 /// A batched handler committed; its deliveries are not yet settled.

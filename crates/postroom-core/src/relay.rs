@@ -62,6 +62,16 @@ pub struct RelayPass {
     pub failed: usize,
 }
 
+/// What a lane's store side did while its batch was on the way to the broker.
+enum Database {
+    /// Nothing (the next claim follows the confirms).
+    Idle,
+    /// Marked what was confirmed before and claimed the next batch.
+    Claimed(Result<Vec<crate::outbox::OutboxRecord>>),
+    /// Rows that arrived meanwhile, claimed and sent: their confirms.
+    Early(Vec<crate::outbox::OutboxRecord>, Vec<Result<()>>),
+}
+
 /// The relay.
 pub struct OutboxRelay<S: ?Sized, P: ?Sized> {
     store: Arc<S>,
@@ -146,6 +156,82 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         Ok(rows)
     }
 
+    /// Send `rows` to the broker and wait for their confirms, one result per row.
+    async fn publish(&self, rows: &[crate::outbox::OutboxRecord]) -> Vec<Result<()>> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        let messages: Vec<_> = rows.iter().map(|r| r.to_message()).collect();
+        let started = Instant::now();
+        let results = self.publisher.publish_batch(&messages).await;
+        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay")
+            .record(started.elapsed().as_secs_f64());
+        crate::failpoint::hit(
+            crate::failpoint::RELAY_AWAITING_CONFIRMS,
+            &self.config.relay_id,
+        )
+        .await;
+        results
+    }
+
+    /// Take in the confirms of `rows`: a confirmed row joins `to_mark`, one that failed is
+    /// given back with a growing delay. Says why giving one back failed, if it did.
+    async fn take_results(
+        &self,
+        rows: &[crate::outbox::OutboxRecord],
+        results: Vec<Result<()>>,
+        to_mark: &mut Vec<crate::MessageId>,
+    ) -> Option<crate::Error> {
+        let cfg = &self.config;
+        let mut failed = None;
+        for (row, result) in rows.iter().zip(results) {
+            match result {
+                Ok(()) => to_mark.push(row.id),
+                Err(e) => {
+                    metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
+                        .increment(1);
+                    tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
+                    let delay = cfg
+                        .retry_after
+                        .saturating_mul(1 << row.publish_attempts.min(6));
+                    if let Err(e) = self
+                        .store
+                        .release(&cfg.relay_id, row.id, &e.to_string(), delay)
+                        .await
+                    {
+                        failed = Some(e);
+                    }
+                }
+            }
+        }
+        failed
+    }
+
+    /// While a short batch waits for its confirms (`confirmed` not yet notified): as soon as
+    /// rows arrive, claim them and send them at once.
+    async fn early(
+        &self,
+        to_mark: &mut Vec<crate::MessageId>,
+        confirmed: &tokio::sync::Notify,
+    ) -> Database {
+        let cfg = &self.config;
+        loop {
+            tokio::select! {
+                biased;
+                () = confirmed.notified() => return Database::Idle,
+                () = self.store.wait_for_rows(&cfg.relay_id, cfg.idle_wait) => {}
+            }
+            match self.mark_then_claim(to_mark).await {
+                Ok(rows) if rows.is_empty() => {}
+                Ok(rows) => {
+                    let results = self.publish(&rows).await;
+                    return Database::Early(rows, results);
+                }
+                Err(e) => return Database::Claimed(Err(e)),
+            }
+        }
+    }
+
     /// Run until `shutdown` turns true, [`RelayConfig::lanes`] pipelines at once. Store errors
     /// are logged and retried with a bounded, jittered backoff; they never end the loop.
     pub async fn run(&self, shutdown: watch::Receiver<bool>) {
@@ -167,51 +253,41 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         //
         // Only a full batch is pipelined. A short claim means the outbox is nearly drained
         // or other relays hold the heads; holding a second batch then only takes heads from
-        // them, so the next claim waits until this batch is marked.
+        // them, so the next claim waits until this batch is marked, unless rows arrive while
+        // the batch waits for its confirms: those are claimed and sent at once (`early`),
+        // instead of queueing behind confirms they do not depend on (the same argument keeps
+        // their order: no row of the early batch follows a row of the unconfirmed one).
         let mut batch: Vec<crate::outbox::OutboxRecord> = Vec::new();
         let mut to_mark: Vec<crate::MessageId> = Vec::new();
         while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
             let pipelined = batch.len() >= cfg.batch_size;
-            let messages: Vec<_> = batch.iter().map(|r| r.to_message()).collect();
+            let confirmed = tokio::sync::Notify::new();
             let publish = async {
-                if messages.is_empty() {
-                    return Vec::new();
-                }
-                let started = Instant::now();
-                let results = self.publisher.publish_batch(&messages).await;
-                metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay")
-                    .record(started.elapsed().as_secs_f64());
+                let results = self.publish(&batch).await;
+                confirmed.notify_one();
                 results
             };
             let database = async {
                 if pipelined {
-                    Some(self.mark_then_claim(&mut to_mark).await)
+                    Database::Claimed(self.mark_then_claim(&mut to_mark).await)
+                } else if batch.is_empty() {
+                    Database::Idle
                 } else {
+                    self.early(&mut to_mark, &confirmed).await
+                }
+            };
+            let (results, database) = tokio::join!(publish, database);
+            let mut failed = self.take_results(&batch, results, &mut to_mark).await;
+            let claimed = match database {
+                Database::Claimed(next) => Some(next),
+                Database::Idle => None,
+                Database::Early(rows, results) => {
+                    if let Some(e) = self.take_results(&rows, results, &mut to_mark).await {
+                        failed = Some(e);
+                    }
                     None
                 }
             };
-            let (results, claimed) = tokio::join!(publish, database);
-            let mut failed = None;
-            for (row, result) in batch.iter().zip(results) {
-                match result {
-                    Ok(()) => to_mark.push(row.id),
-                    Err(e) => {
-                        metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
-                            .increment(1);
-                        tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
-                        let delay = cfg
-                            .retry_after
-                            .saturating_mul(1 << row.publish_attempts.min(6));
-                        if let Err(e) = self
-                            .store
-                            .release(&cfg.relay_id, row.id, &e.to_string(), delay)
-                            .await
-                        {
-                            failed = Some(e);
-                        }
-                    }
-                }
-            }
             if !to_mark.is_empty() {
                 crate::failpoint::hit(crate::failpoint::RELAY_BEFORE_MARK, &cfg.relay_id).await;
             }

@@ -46,5 +46,6 @@ mod deleting_outbox {
         relay_crash_between_publish_and_mark,
         relay_keeps_aggregate_order,
         relay_loops_keep_aggregate_order,
+        relay_sends_new_rows_while_a_batch_awaits_its_confirms,
     );
 }

@@ -48,6 +48,7 @@ macro_rules! conformance_suite {
             relay_crash_between_publish_and_mark,
             relay_keeps_aggregate_order,
             relay_loops_keep_aggregate_order,
+            relay_sends_new_rows_while_a_batch_awaits_its_confirms,
             business_outcome_is_acked,
             handler_timeout_retries_as_transient,
             unknown_error_bounded_then_parked,

@@ -180,3 +180,85 @@ async fn relay_small_batches(b: &Arc<Backend>, id: &str) {
     }
     panic!("relays did not drain the outbox");
 }
+
+/// Rows written while the relay waits for a short batch's confirms go out at once, not after
+/// confirms they do not depend on: the relay is held at its crash point with a batch sent and
+/// its confirms not taken in (a slow broker), and a row written then reaches the consumer
+/// before the hold ends. Both rows are marked once the confirms are in, and applied once.
+pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Backend>) {
+    use postroom_core::failpoint::{self, Action};
+    let (c, topic) = (unique("early"), unique("t.early."));
+    let h = EffectHandler::new(b.clone(), &c, Fault::None);
+    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let first = order("early-a", 1);
+    b.produce(&first, &topic).await.unwrap();
+    let relay_id = unique("slow-confirms");
+    let (held, is_held) = watch::channel(false);
+    let (release, released) = watch::channel(false);
+    let hold = Action::Call(Arc::new(move || {
+        let (held, mut released) = (held.clone(), released.clone());
+        Box::pin(async move {
+            let _ = held.send(true);
+            let _ = released.wait_for(|r| *r).await;
+        })
+    }));
+    failpoint::arm_for(
+        failpoint::RELAY_AWAITING_CONFIRMS,
+        &relay_id,
+        hold,
+        0,
+        Some(1),
+    );
+    let relay = OutboxRelay::new(
+        b.outbox(),
+        b.publisher(),
+        RelayConfig {
+            relay_id: relay_id.clone(),
+            idle_wait: Duration::from_millis(20),
+            ..RelayConfig::default()
+        },
+    );
+    let (stop, stopped) = watch::channel(false);
+    let loop_task = tokio::spawn(async move { relay.run(stopped).await });
+    assert!(
+        wait_for(Duration::from_secs(20), || async { *is_held.borrow() }).await,
+        "the relay sent the first row and was held before taking in its confirms"
+    );
+    let second = order("early-b", 1);
+    b.produce(&second, &topic).await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            !h.calls_for(second.id).is_empty()
+        })
+        .await,
+        "the row written while the first batch's confirms were outstanding went out without waiting for them"
+    );
+    assert_eq!(
+        b.outbox().pending().await.unwrap(),
+        2,
+        "neither row is marked while the first batch's confirms are held"
+    );
+    release.send(true).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            b.outbox().pending().await.unwrap() == 0
+        })
+        .await,
+        "both rows marked once the confirms are taken in"
+    );
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), loop_task)
+        .await
+        .expect("relay loop stops")
+        .unwrap();
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            !h.calls_for(first.id).is_empty()
+        })
+        .await,
+        "the first row was applied too"
+    );
+    run.stop().await;
+    assert_eq!(effect_of(b, &c, &first).await, 1);
+    assert_eq!(effect_of(b, &c, &second).await, 1);
+}
