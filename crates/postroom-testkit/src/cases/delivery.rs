@@ -7,9 +7,7 @@ use postroom_core::{OutgoingMessage, Subscriber as _};
 
 /// A duplicate delivery of the same id commits nothing new and is acknowledged.
 pub async fn dedup_absorbs_duplicate_delivery(b: &Arc<Backend>) {
-    let (c, topic) = (unique("dedup"), unique("t.dedup."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::None);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "dedup", Fault::None).await;
     let env = order("d1", 1);
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
@@ -93,9 +91,7 @@ pub async fn ack_only_after_commit(b: &Arc<Backend>) {
 
 /// A business outcome is acknowledged: no retry, no parking, no redelivery.
 pub async fn business_outcome_is_acked(b: &Arc<Backend>) {
-    let (c, topic) = (unique("biz"), unique("t.biz."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::BusinessOutcome);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "biz", Fault::BusinessOutcome).await;
     let env = order("b1", 1);
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;

@@ -110,6 +110,20 @@ impl Running {
     }
 }
 
+/// A case's consumer: named after `case` (made unique), on a topic of its own, its handler
+/// applying effects with `fault`, under the suite's retry policy. Returns the consumer's
+/// name, the topic, the handler and the running consumer.
+pub async fn consume(
+    b: &Arc<Backend>,
+    case: &str,
+    fault: crate::effect::Fault,
+) -> (String, String, Arc<EffectHandler>, Running) {
+    let (c, topic) = (unique(case), unique(&format!("t.{case}.")));
+    let h = EffectHandler::new(b.clone(), &c, fault);
+    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    (c, topic, h, run)
+}
+
 /// Start a consumer named `name` on `topics` with `handler` and `retry`.
 pub async fn start_consumer(
     b: &Arc<Backend>,

@@ -8,9 +8,7 @@ use postroom_core::{MessageId, ParkedStatus};
 /// An operator selects by criterion, previews, and redrives at a bounded rate; the ids are
 /// recorded and each is applied once; unselected messages stay parked.
 pub async fn redrive_by_criterion_at_rate(b: &Arc<Backend>) {
-    let (c, topic) = (unique("redrive"), unique("t.redrive."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::Permanent);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "redrive", Fault::Permanent).await;
     let selected: Vec<Envelope> = (0..3).map(|i| order(&format!("rd{i}"), 1)).collect();
     let other = Envelope::builder("order.created", "other-producer")
         .aggregate("order", "keep", 1)
@@ -99,9 +97,7 @@ pub async fn redrive_by_criterion_at_rate(b: &Arc<Backend>) {
 
 /// A redrive interrupted halfway continues with what is pending; nothing applies twice.
 pub async fn redrive_resumes_after_interruption(b: &Arc<Backend>) {
-    let (c, topic) = (unique("resume"), unique("t.resume."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::Permanent);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "resume", Fault::Permanent).await;
     let envs: Vec<Envelope> = (0..4).map(|i| order(&format!("rs{i}"), 1)).collect();
     for e in &envs {
         b.produce(e, &topic).await.unwrap();

@@ -9,9 +9,7 @@ use crate::effect::Fault;
 /// inbox absorbs the copy.
 pub async fn relay_crash_between_publish_and_mark(b: &Arc<Backend>) {
     use postroom_core::failpoint::{self, Action};
-    let (c, topic) = (unique("relaycrash"), unique("t.relaycrash."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::None);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "relaycrash", Fault::None).await;
     let env = order("rc1", 1);
     b.produce(&env, &topic).await.unwrap();
     let doomed_id = unique("doomed");
@@ -72,9 +70,7 @@ pub async fn relay_crash_between_publish_and_mark(b: &Arc<Backend>) {
 
 /// Two relays on one outbox keep per-aggregate order: version n+1 never goes out before n.
 pub async fn relay_keeps_aggregate_order(b: &Arc<Backend>) {
-    let (c, topic) = (unique("order"), unique("t.order."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::None);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (_, topic, h, run) = consume(b, "order", Fault::None).await;
     for v in 1..=10 {
         for agg in ["x", "y", "z"] {
             b.produce(&order(agg, v), &topic).await.unwrap();
@@ -93,9 +89,7 @@ pub async fn relay_keeps_aggregate_order(b: &Arc<Backend>) {
 /// Two relays running their pipelined loops (publish batch n while marking n-1 and claiming
 /// n+1) keep per-aggregate order too, and stop cleanly.
 pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
-    let (c, topic) = (unique("loops"), unique("t.loops."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::None);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (_, topic, h, run) = consume(b, "loops", Fault::None).await;
     for v in 1..=10 {
         for agg in ["p", "q", "r"] {
             b.produce(&order(agg, v), &topic).await.unwrap();
@@ -187,9 +181,7 @@ async fn relay_small_batches(b: &Arc<Backend>, id: &str) {
 /// before the hold ends. Both rows are marked once the confirms are in, and applied once.
 pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Backend>) {
     use postroom_core::failpoint::{self, Action};
-    let (c, topic) = (unique("early"), unique("t.early."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::None);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "early", Fault::None).await;
     let first = order("early-a", 1);
     b.produce(&first, &topic).await.unwrap();
     let relay_id = unique("slow-confirms");

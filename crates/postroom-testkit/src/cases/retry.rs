@@ -120,9 +120,7 @@ pub async fn max_age_parks(b: &Arc<Backend>) {
 
 /// A permanent error parks on the first delivery with every diagnostic.
 pub async fn permanent_error_parks_at_once(b: &Arc<Backend>) {
-    let (c, topic) = (unique("perm"), unique("t.perm."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::Permanent);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "perm", Fault::Permanent).await;
     let env = order("p1", 1);
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
@@ -153,9 +151,7 @@ pub async fn permanent_error_parks_at_once(b: &Arc<Backend>) {
 
 /// Corrupt JSON and an unknown schema version are parked on the first delivery, never handled.
 pub async fn corrupt_body_parks_at_once(b: &Arc<Backend>) {
-    let (c, topic) = (unique("corrupt"), unique("t.corrupt."));
-    let h = EffectHandler::new(b.clone(), &c, Fault::None);
-    let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
+    let (c, topic, h, run) = consume(b, "corrupt", Fault::None).await;
     let bad_id = MessageId::new();
     let corrupt = OutgoingMessage {
         id: bad_id,
