@@ -4,7 +4,6 @@
 //! nothing and applies nothing twice.
 
 use super::*;
-use crate::recording::{Recorder, RecordingSubscriber};
 use async_trait::async_trait;
 use postroom_core::consumer::{BatchConfig, BatchConsumer};
 use postroom_core::{
@@ -103,27 +102,13 @@ pub async fn start_batch_consumer(
     topics: &[&str],
     handler: Arc<BatchEffectHandler>,
 ) -> Running {
-    let caps = b.transport().capabilities();
-    let recorder = Arc::new(Recorder::default());
-    let sub = RecordingSubscriber::new(
-        b.subscribe(name, topics).await.expect("subscribe"),
-        recorder.clone(),
-        caps.delay.is_staged(),
-    );
-    let decoder = EnvelopeDecoder::new().accept("order.created", 1..=1);
-    let mut cfg = ConsumerConfig::new(name, decoder);
-    cfg.retry = policy(b);
-    cfg.version = "conformance-1".into();
+    let (sub, mut cfg, recorder) = suite_setup(b, name, topics, policy(b)).await;
     cfg.concurrency = 2;
-    cfg.breaker.failure_threshold = 0;
-    if let Some(owned) = caps.ownership {
-        cfg.handler_timeout = owned.mul_f64(0.75);
-    }
     let batch = BatchConfig {
         max_size: 8,
         linger: Duration::from_millis(50),
     };
-    let consumer = BatchConsumer::for_transport(cfg, batch, handler, &caps)
+    let consumer = BatchConsumer::for_transport(cfg, batch, handler, &b.transport().capabilities())
         .expect("the transport keeps the suite's consumer settings");
     Running::new(
         crate::running::Running::start(consumer.stats(), move |rx| async move {

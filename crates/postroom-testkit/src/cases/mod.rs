@@ -144,6 +144,23 @@ pub async fn start_consumer_with(
     retry: RetryPolicy,
     adjust: impl FnOnce(&mut ConsumerConfig),
 ) -> Running {
+    let (sub, mut cfg, recorder) = suite_setup(b, name, topics, retry).await;
+    cfg.concurrency = 1;
+    adjust(&mut cfg);
+    let consumer = Consumer::for_transport(cfg, handler, &b.transport().capabilities())
+        .expect("the transport keeps the suite's consumer settings");
+    Running::new(crate::running::spawn(consumer, sub), recorder)
+}
+
+/// What every consumer of the suite starts from: `name` subscribed to `topics` with its
+/// deliveries recorded, the suite's decoder and version, `retry`, no breaker, and a handler
+/// timeout well within the transport's lease (or it refuses the consumer).
+pub(crate) async fn suite_setup(
+    b: &Arc<Backend>,
+    name: &str,
+    topics: &[&str],
+    retry: RetryPolicy,
+) -> (RecordingSubscriber, ConsumerConfig, Arc<Recorder>) {
     let caps = b.transport().capabilities();
     let recorder = Arc::new(Recorder::default());
     let sub = RecordingSubscriber::new(
@@ -155,16 +172,11 @@ pub async fn start_consumer_with(
     let mut cfg = ConsumerConfig::new(name, decoder);
     cfg.retry = retry;
     cfg.version = "conformance-1".into();
-    cfg.concurrency = 1;
     cfg.breaker.failure_threshold = 0;
-    // The handler must finish well within a lease, or the transport refuses the consumer.
     if let Some(owned) = caps.ownership {
         cfg.handler_timeout = owned.mul_f64(0.75);
     }
-    adjust(&mut cfg);
-    let consumer = Consumer::for_transport(cfg, handler, &caps)
-        .expect("the transport keeps the suite's consumer settings");
-    Running::new(crate::running::spawn(consumer, sub), recorder)
+    (sub, cfg, recorder)
 }
 
 /// Run relay passes until the outbox is empty.
