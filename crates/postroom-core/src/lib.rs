@@ -28,6 +28,7 @@
 //! ```
 
 pub mod backoff;
+pub mod config_file;
 pub mod consumer;
 pub mod decode;
 pub mod envelope;

@@ -15,6 +15,7 @@
 //! partitions = 0             # > 0: per-key order over this many partitions
 //! ```
 
+use postroom_core::config_file::{self, ConsumersSeen};
 use postroom_core::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -175,10 +176,7 @@ impl NatsConfig {
 
     /// Parse from TOML text and validate.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text)
-            .map_err(|e| Error::new(ErrorKind::Config, format!("NATS topology config: {e}")))?;
-        cfg.validate()?;
-        Ok(cfg)
+        config_file::parse_checked("NATS topology config", toml::from_str(text), Self::validate)
     }
 
     /// Add a consumer on `routes` (or replace the routes of one with the same name).
@@ -279,7 +277,7 @@ impl NatsConfig {
                 self.pull_expires, self.heartbeat
             ));
         }
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = ConsumersSeen::new();
         for c in &self.consumers {
             if !valid_name(&c.name) || c.name.contains("__") {
                 return bad(format!(
@@ -287,9 +285,7 @@ impl NatsConfig {
                     c.name
                 ));
             }
-            if !seen.insert(&c.name) {
-                return bad(format!("consumer {:?} is listed twice", c.name));
-            }
+            seen.note(&c.name)?;
             for r in &c.routes {
                 crate::naming::check_route(r)?;
             }

@@ -13,6 +13,7 @@
 //! bindings = ["order.created"]
 //! ```
 
+use postroom_core::config_file::{self, ConsumersSeen};
 use postroom_core::{Error, ErrorKind, Result, RetryLadder};
 use serde::{Deserialize, Serialize};
 
@@ -132,10 +133,7 @@ impl Default for TopologyConfig {
 impl TopologyConfig {
     /// Parse from TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text)
-            .map_err(|e| Error::new(ErrorKind::Config, format!("topology config: {e}")))?;
-        cfg.validate()?;
-        Ok(cfg)
+        config_file::parse_checked("topology config", toml::from_str(text), Self::validate)
     }
 
     /// Check names and limits: what the broker can carry (names and routing keys of at most
@@ -149,7 +147,7 @@ impl TopologyConfig {
             return bad("delivery_limit must be at least 1".into());
         }
         limits::check(self)?;
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = ConsumersSeen::new();
         for c in &self.consumers {
             if c.name.is_empty()
                 || !c
@@ -162,9 +160,7 @@ impl TopologyConfig {
                     c.name
                 ));
             }
-            if !seen.insert(&c.name) {
-                return bad(format!("consumer {:?} is listed twice", c.name));
-            }
+            seen.note(&c.name)?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@
 //! ```
 
 use crate::naming::QueueNames;
+use postroom_core::config_file::{self, ConsumersSeen};
 use postroom_core::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -112,10 +113,7 @@ impl Default for TopologyConfig {
 impl TopologyConfig {
     /// Parse from TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text)
-            .map_err(|e| Error::new(ErrorKind::Config, format!("SQS topology config: {e}")))?;
-        cfg.validate()?;
-        Ok(cfg)
+        config_file::parse_checked("SQS topology config", toml::from_str(text), Self::validate)
     }
 
     /// Check names and SQS's limits.
@@ -158,12 +156,10 @@ impl TopologyConfig {
                 self.max_message_bytes
             ));
         }
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = ConsumersSeen::new();
         for c in &self.consumers {
             QueueNames::new(&self.prefix, &c.name, self.fifo)?;
-            if !seen.insert(&c.name) {
-                return bad(format!("consumer {:?} is listed twice", c.name));
-            }
+            seen.note(&c.name)?;
         }
         Ok(())
     }
