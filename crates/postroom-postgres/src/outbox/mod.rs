@@ -11,7 +11,10 @@
 //! a new head to the other relays; [`OutboxStore::wait_for_rows`] listens for it and falls
 //! back to polling.
 
+mod send;
 mod wakeup;
+
+pub use send::{OutboxSender, Sent, ToSend, enqueue_to_send};
 
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
