@@ -6,15 +6,33 @@ mod common;
 
 use common::probe::{Mode, Probe, policy, run};
 use common::{TestNats, eventually, order};
-use postroom_core::{Delivery, Ordering, OutgoingMessage, Subscriber, Subscription, Transport};
+use postroom_core::{
+    Delivery, Envelope, Ordering, OutgoingMessage, Subscriber, Subscription, Transport,
+};
+use postroom_nats::NatsTransport;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A transport on which a delivery without a Progress heartbeat is owned for 1 s (`ack_wait`).
+fn transport_with_one_second_ack_wait(nats: &TestNats) -> Arc<NatsTransport> {
+    let mut cfg = nats.config();
+    cfg.ack_wait = Duration::from_secs(1);
+    nats.transport(cfg)
+}
+
+/// Publish `env` on the topic `order.created`.
+async fn publish_order_created(transport: &NatsTransport, env: &Envelope) {
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(env, "order.created"))
+        .await
+        .unwrap();
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
     let nats = TestNats::new().await;
-    let mut cfg = nats.config();
-    cfg.ack_wait = Duration::from_secs(1);
-    let transport = nats.transport(cfg);
+    let transport = transport_with_one_second_ack_wait(&nats);
     let probe = Probe::new(Mode::Slow(Duration::from_millis(3500)));
     // Two processes: a copy whose ownership lapsed would go to the other one.
     let start = || {
@@ -31,11 +49,7 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
     let a = start().await;
     let b = start().await;
     let env = order("slow", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order_created(&transport, &env).await;
     assert!(
         eventually(Duration::from_secs(10), || async {
             !probe.calls_for(env.id).is_empty()
@@ -57,21 +71,12 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_delivery_stops_its_heartbeats_and_comes_back() {
     let nats = TestNats::new().await;
-    let mut cfg = nats.config();
-    cfg.ack_wait = Duration::from_secs(1);
-    let transport = nats.transport(cfg);
+    let transport = transport_with_one_second_ack_wait(&nats);
     let mut sub = transport
         .subscribe(&Subscription::new("drop", &["order.created"]).prefetch(1))
         .await
         .unwrap();
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(
-            &order("d", 1),
-            "order.created",
-        ))
-        .await
-        .unwrap();
+    publish_order_created(&transport, &order("d", 1)).await;
     let first = sub
         .next(Duration::from_secs(10))
         .await

@@ -10,16 +10,17 @@
 mod common;
 
 use common::probe::{Mode, Probe, config, first_transient_retry, policy, run, store_at};
-use common::{TestSqs, eventually, order};
-use postroom_core::consumer::{Consumer, Ordering};
+use common::{TestSqs, eventually, order, publish_order_created, receive_within};
+use postroom_core::consumer::{Consumer, ConsumerConfig, Ordering};
 use postroom_core::failpoint::{self, Action};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
-    Delivery, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
-    Subscription, Transport,
+    Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscriber, Subscription,
+    Transport,
 };
-use postroom_sqs::{SqsTransport, Topology, TopologyConfig};
+use postroom_sqs::{SqsTransport, TopologyConfig};
 use std::io::BufRead;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +28,36 @@ use std::time::{Duration, Instant};
 const WORKER_PREFIX: &str = "POSTROOM_SQS_WORKER_PREFIX";
 const WORKER_DB: &str = "POSTROOM_SQS_WORKER_DB";
 const CRASH_LINE: &str = "CRASH-POINT consumer.before_ack";
+
+/// The settings of consumer `name` in these tests: one handler at a time, a transient failure
+/// retried after 1 s, three retries at most.
+fn settings(name: &str) -> ConsumerConfig {
+    config(name, policy("1s", 3), 1, Ordering::Unordered)
+}
+
+/// Consumer `name` on `transport`, running `probe`, checked against what SQS can do.
+fn consumer_on(
+    transport: &SqsTransport,
+    name: &str,
+    probe: &Arc<Probe>,
+) -> postroom_core::Result<Consumer<Probe>> {
+    Consumer::for_transport(settings(name), probe.clone(), &transport.capabilities())
+}
+
+/// A probe for consumer `slow` whose inbox is a fresh SQLite file in `dir`.
+async fn slow_probe(dir: &Path, mode: Mode) -> Arc<Probe> {
+    Probe::with_inbox(store_at(&dir.join("s.db")).await, "slow", mode)
+}
+
+/// A transport whose queues hide a received message for 1 s and move it to the DLQ when a
+/// receive finds it received three times already.
+async fn crash_loop_transport(t: &TestSqs) -> Arc<SqsTransport> {
+    t.transport(TopologyConfig {
+        max_receive_count: 3,
+        ..t.config_with_short_visibility()
+    })
+    .await
+}
 
 fn killed_config(prefix: &str) -> TopologyConfig {
     TopologyConfig {
@@ -58,12 +89,7 @@ async fn killed_worker(prefix: String, db: String) {
         0,
         None,
     );
-    let consumer = Consumer::for_transport(
-        config("inventory", policy("1s", 3), 1, Ordering::Unordered),
-        probe,
-        &transport.capabilities(),
-    )
-    .unwrap();
+    let consumer = consumer_on(&transport, "inventory", &probe).unwrap();
     let (_keep, rx) = tokio::sync::watch::channel(false);
     consumer
         .run_on(
@@ -89,21 +115,13 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
     rt.block_on(async {
         let t = TestSqs::new().await;
         let cfg = killed_config(&t.prefix);
-        Topology::new(t.client.clone(), cfg.clone())
-            .unwrap()
-            .apply()
-            .await
-            .unwrap();
+        t.apply(&cfg).await;
         let transport = t.transport(cfg).await;
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("inventory.db");
         let probe = Probe::with_inbox(store_at(&db).await, "inventory", Mode::Ok);
         let env = order("killed-1", 1);
-        transport
-            .publisher()
-            .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-            .await
-            .unwrap();
+        publish_order_created(&transport, &env).await;
 
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
@@ -137,12 +155,7 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
 
         // The message comes back after its visibility timeout; the inbox absorbs it.
         let running = run(
-            Consumer::for_transport(
-                config("inventory", policy("1s", 3), 1, Ordering::Unordered),
-                probe.clone(),
-                &transport.capabilities(),
-            )
-            .unwrap(),
+            consumer_on(&transport, "inventory", &probe).unwrap(),
             transport
                 .subscriber(&Subscription::new("inventory", &["order.created"]))
                 .await
@@ -181,18 +194,15 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn visibility_shorter_than_the_handler_gives_a_duplicate_that_is_absorbed_and_counted() {
     let t = TestSqs::new().await;
-    let mut cfg = t.config();
-    cfg.visibility_timeout = Duration::from_secs(1);
-    cfg.extend_visibility = false;
-    let transport = t.transport(cfg).await;
+    let transport = t
+        .transport(TopologyConfig {
+            extend_visibility: false,
+            ..t.config_with_short_visibility()
+        })
+        .await;
     let dir = tempfile::tempdir().unwrap();
-    let probe = Probe::with_inbox(
-        store_at(&dir.path().join("s.db")).await,
-        "slow",
-        Mode::SlowFirst(Duration::from_secs(3)),
-    );
-    let settings = || config("slow", policy("1s", 3), 1, Ordering::Unordered);
-    let refused = Consumer::for_transport(settings(), probe.clone(), &transport.capabilities());
+    let probe = slow_probe(dir.path(), Mode::SlowFirst(Duration::from_secs(3))).await;
+    let refused = consumer_on(&transport, "slow", &probe);
     assert!(
         refused.is_err(),
         "a handler timeout longer than a fixed visibility timeout is refused up front"
@@ -200,19 +210,15 @@ async fn visibility_shorter_than_the_handler_gives_a_duplicate_that_is_absorbed_
     // Run it anyway: the fault this check exists for.
     let sub = Subscription::new("slow", &["order.created"]).prefetch(1);
     let first = run(
-        Consumer::new(settings(), probe.clone()),
+        Consumer::new(settings("slow"), probe.clone()),
         transport.subscriber(&sub).await.unwrap(),
     );
     let second = run(
-        Consumer::new(settings(), probe.clone()),
+        Consumer::new(settings("slow"), probe.clone()),
         transport.subscriber(&sub).await.unwrap(),
     );
     let env = order("slow-1", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order_created(&transport, &env).await;
     assert!(
         eventually(Duration::from_secs(20), || async {
             let calls = probe.calls_for(env.id);
@@ -234,32 +240,18 @@ async fn visibility_shorter_than_the_handler_gives_a_duplicate_that_is_absorbed_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_heartbeat_keeps_a_slow_handler_s_message_hidden() {
     let t = TestSqs::new().await;
-    let mut cfg = t.config();
-    cfg.visibility_timeout = Duration::from_secs(1);
-    let transport = t.transport(cfg).await;
+    let transport = t.transport(t.config_with_short_visibility()).await;
     let dir = tempfile::tempdir().unwrap();
-    let probe = Probe::with_inbox(
-        store_at(&dir.path().join("s.db")).await,
-        "slow",
-        Mode::SlowFirst(Duration::from_millis(3500)),
-    );
+    let probe = slow_probe(dir.path(), Mode::SlowFirst(Duration::from_millis(3500))).await;
     let sub = Subscription::new("slow", &["order.created"]).prefetch(1);
     let mut runs = Vec::new();
     for _ in 0..2 {
-        let consumer = Consumer::for_transport(
-            config("slow", policy("1s", 3), 1, Ordering::Unordered),
-            probe.clone(),
-            &transport.capabilities(),
-        )
-        .expect("with the heartbeat, ownership is not bounded by the visibility timeout");
+        let consumer = consumer_on(&transport, "slow", &probe)
+            .expect("with the heartbeat, ownership is not bounded by the visibility timeout");
         runs.push(run(consumer, transport.subscriber(&sub).await.unwrap()));
     }
     let env = order("slow-2", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order_created(&transport, &env).await;
     assert!(
         eventually(Duration::from_secs(20), || async {
             probe
@@ -288,12 +280,7 @@ async fn a_corrupt_message_from_a_foreign_producer_is_parked_on_its_first_receiv
     let probe = Probe::with_inbox((*store).clone(), "corrupt", Mode::Ok);
     let sub = Subscription::new("corrupt", &["order.created"]);
     let running = run(
-        Consumer::for_transport(
-            config("corrupt", policy("1s", 3), 1, Ordering::Unordered),
-            probe.clone(),
-            &transport.capabilities(),
-        )
-        .unwrap(),
+        consumer_on(&transport, "corrupt", &probe).unwrap(),
         transport.subscriber(&sub).await.unwrap(),
     );
     let url = transport.queues("corrupt").unwrap().work_url.clone();
@@ -335,36 +322,15 @@ async fn a_corrupt_message_from_a_foreign_producer_is_parked_on_its_first_receiv
     assert!(stats.retries_by_stage.is_empty(), "never retried");
 }
 
-/// The next delivery within `total`.
-async fn receive_within(
-    s: &mut postroom_sqs::SqsSubscriber,
-    total: Duration,
-) -> Option<postroom_sqs::SqsDelivery> {
-    let end = Instant::now() + total;
-    while Instant::now() < end {
-        if let Some(d) = s.next(Duration::from_millis(500)).await.unwrap() {
-            return Some(d);
-        }
-    }
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_kills_its_consumer_is_moved_by_max_receive_count_and_parked_with_its_last_error()
  {
     let t = TestSqs::new().await;
-    let mut cfg = t.config();
-    cfg.visibility_timeout = Duration::from_secs(1);
-    cfg.max_receive_count = 3;
-    let transport = t.transport(cfg).await;
+    let transport = crash_loop_transport(&t).await;
     let sub = Subscription::new("poison", &["order.created"]);
     let mut consumer_sub = transport.subscriber(&sub).await.unwrap();
     let env = order("poison-1", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order_created(&transport, &env).await;
     // First receive: a transient failure, retried after 1 s; the error is recorded.
     let first = receive_within(&mut consumer_sub, Duration::from_secs(10))
         .await
@@ -425,18 +391,11 @@ async fn a_message_that_kills_its_consumer_is_moved_by_max_receive_count_and_par
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consumer_parks_a_crash_loop_with_its_diagnostics_on_the_last_receive_sqs_allows() {
     let t = TestSqs::new().await;
-    let mut cfg = t.config();
-    cfg.visibility_timeout = Duration::from_secs(1);
-    cfg.max_receive_count = 3;
-    let transport = t.transport(cfg).await;
+    let transport = crash_loop_transport(&t).await;
     let sub = Subscription::new("crashy", &["order.created"]);
     let env = order("crashy-1", 1);
     let mut raw = transport.subscriber(&sub).await.unwrap();
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order_created(&transport, &env).await;
     // Two receives whose consumer died before settling.
     for n in 1..=2 {
         let d = receive_within(&mut raw, Duration::from_secs(10))
@@ -449,12 +408,7 @@ async fn the_consumer_parks_a_crash_loop_with_its_diagnostics_on_the_last_receiv
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(store_at(&dir.path().join("k.db")).await);
     let probe = Probe::with_inbox((*store).clone(), "crashy", Mode::Ok);
-    let consumer = Consumer::for_transport(
-        config("crashy", policy("1s", 3), 1, Ordering::Unordered),
-        probe.clone(),
-        &transport.capabilities(),
-    )
-    .unwrap();
+    let consumer = consumer_on(&transport, "crashy", &probe).unwrap();
     let running = run(consumer, transport.subscriber(&sub).await.unwrap());
     assert!(
         eventually(Duration::from_secs(20), || async {

@@ -6,16 +6,15 @@
 
 mod common;
 
-use common::{TestSqs, order};
+use common::{TestSqs, order, publish_order_created, receive_within};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::parking::{LastError, LastErrorLog};
 use postroom_core::{
-    Delivery, ErrorClass, MessageId, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
-    Subscription, Transport,
+    Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscriber, Subscription,
 };
 use postroom_postgres::PgStore;
 use postroom_sqlite::SqliteStore;
-use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport};
+use postroom_sqs::{SqsTransport, TopologyConfig};
 use postroom_testkit::probe::{first_transient_retry, policy};
 use postroom_testkit::servers::TestDb;
 use std::sync::Arc;
@@ -109,44 +108,29 @@ async fn postgres_log_keeps_the_first_failure_and_purges_old_rows() {
     assert!(log.get("inv", fresh).await.unwrap().is_some());
 }
 
-async fn receive_within(s: &mut SqsSubscriber, total: Duration) -> Option<SqsDelivery> {
-    let end = Instant::now() + total;
-    while Instant::now() < end {
-        if let Some(d) = s.next(Duration::from_millis(500)).await.unwrap() {
-            return Some(d);
-        }
-    }
-    None
-}
-
 /// A consumer (on a transport of its own, logging into `consumer_log`) fails the message
 /// once, then dies holding it until SQS moves it to the DLQ; a second transport, logging into
 /// `ingest_log` (the same tables through another connection, as another process would), ingests
-/// the copy into `parking`. Returns the failure time.
-async fn moved_by_sqs_then_ingested_elsewhere(
+/// the copy into `parking`, where it is the one parked message and carries the last error and
+/// first failure time the consumer recorded.
+async fn moved_by_sqs_and_parked_elsewhere_with_its_last_error(
     t: &TestSqs,
     consumer_log: Arc<dyn LastErrorLog>,
     ingest_log: Arc<dyn LastErrorLog>,
     parking: Arc<dyn ParkingStore>,
-) -> (MessageId, chrono::DateTime<chrono::Utc>) {
-    let mut cfg = t.config().with_consumer("inventory", &["order.created"]);
-    cfg.visibility_timeout = Duration::from_secs(1);
-    cfg.max_receive_count = 2;
-    postroom_sqs::Topology::new(t.client.clone(), cfg.clone())
-        .unwrap()
-        .apply()
-        .await
-        .unwrap();
+) {
+    let cfg = TopologyConfig {
+        max_receive_count: 2,
+        ..t.config_with_short_visibility()
+    }
+    .with_consumer("inventory", &["order.created"]);
+    t.apply(&cfg).await;
     let consumer_side = SqsTransport::connect(t.client.clone(), cfg.clone())
         .await
         .unwrap()
         .with_last_errors(consumer_log);
     let env = order("o-1", 1);
-    consumer_side
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order_created(&consumer_side, &env).await;
     let mut sub = consumer_side
         .subscriber(&Subscription::new("inventory", &["order.created"]))
         .await
@@ -199,10 +183,10 @@ async fn moved_by_sqs_then_ingested_elsewhere(
         ingest_log.get("inventory", env.id).await.unwrap().is_none(),
         "the record goes once the copy is stored"
     );
-    (env.id, failed_at)
-}
-
-fn assert_joined(p: &postroom_core::ParkedMessage, failed_at: chrono::DateTime<chrono::Utc>) {
+    let parked = parking.search(&ParkingFilter::default(), 10).await.unwrap();
+    assert_eq!(parked.len(), 1);
+    let p = &parked[0];
+    assert_eq!(p.message_id, env.id);
     assert_eq!(p.error_code, "max_receive_count");
     assert!(
         p.error_message.contains("db_down") && p.error_message.contains("connection refused"),
@@ -220,20 +204,13 @@ async fn a_copy_sqs_moved_gets_its_last_error_from_sqlite_in_another_transport()
     let consumer_store = SqliteStore::open(&path).await.unwrap();
     // Another pool on the same file: what another process has.
     let ingest_store = SqliteStore::open(&path).await.unwrap();
-    let (id, failed_at) = moved_by_sqs_then_ingested_elsewhere(
+    moved_by_sqs_and_parked_elsewhere_with_its_last_error(
         &t,
         Arc::new(consumer_store.last_errors()),
         Arc::new(ingest_store.last_errors()),
         Arc::new(ingest_store.clone()),
     )
     .await;
-    let parked = ingest_store
-        .search(&ParkingFilter::default(), 10)
-        .await
-        .unwrap();
-    assert_eq!(parked.len(), 1);
-    assert_eq!(parked[0].message_id, id);
-    assert_joined(&parked[0], failed_at);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,19 +220,11 @@ async fn a_copy_sqs_moved_gets_its_last_error_from_postgres_in_another_transport
     let consumer_store = PgStore::connect(&db.url).await.unwrap();
     consumer_store.migrate().await.unwrap();
     let ingest_store = PgStore::connect(&db.url).await.unwrap();
-    let (id, failed_at) = moved_by_sqs_then_ingested_elsewhere(
+    moved_by_sqs_and_parked_elsewhere_with_its_last_error(
         &t,
         Arc::new(consumer_store.last_errors()),
         Arc::new(ingest_store.last_errors()),
         Arc::new(ingest_store.parking()),
     )
     .await;
-    let parked = ingest_store
-        .parking()
-        .search(&ParkingFilter::default(), 10)
-        .await
-        .unwrap();
-    assert_eq!(parked.len(), 1);
-    assert_eq!(parked[0].message_id, id);
-    assert_joined(&parked[0], failed_at);
 }

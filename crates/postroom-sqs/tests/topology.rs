@@ -128,11 +128,7 @@ async fn a_transport_needs_the_queues_of_its_listed_consumers() {
         .unwrap_err();
     assert_eq!(err.kind(), postroom_core::ErrorKind::NotFound);
     assert!(err.to_string().contains("apply the topology"), "{err}");
-    Topology::new(t.client.clone(), cfg.clone())
-        .unwrap()
-        .apply()
-        .await
-        .unwrap();
+    t.apply(&cfg).await;
     let transport = t.transport(cfg).await;
     assert_eq!(
         transport.queues("inventory").unwrap().patterns,
@@ -142,7 +138,7 @@ async fn a_transport_needs_the_queues_of_its_listed_consumers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_counts_ready_and_received_messages() {
-    use postroom_core::{Delivery, OutgoingMessage, Subscriber, Subscription, Transport};
+    use postroom_core::{Delivery, Subscriber, Subscription, Transport};
     let t = TestSqs::new().await;
     let transport = t.transport(t.config()).await;
     let mut sub = transport
@@ -151,11 +147,7 @@ async fn backlog_counts_ready_and_received_messages() {
         .unwrap();
     for i in 0..3 {
         let env = common::order(&format!("b{i}"), 1);
-        transport
-            .publisher()
-            .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-            .await
-            .unwrap();
+        common::publish_order_created(&transport, &env).await;
     }
     let b = transport.backlog("inventory").await.unwrap();
     assert_eq!((b.ready, b.unacked), (3, 0));

@@ -8,9 +8,10 @@ pub mod probe;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{Credentials, Region};
-use postroom_sqs::{SqsTransport, TopologyConfig};
+use postroom_core::{Envelope, OutgoingMessage, Subscriber, Transport};
+use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport, Topology, TopologyConfig};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The SQS endpoint.
 pub fn endpoint() -> String {
@@ -72,6 +73,24 @@ impl TestSqs {
         }
     }
 
+    /// [`TestSqs::config`] with a 1 s visibility timeout: a message received and left
+    /// unsettled is back a second later.
+    pub fn config_with_short_visibility(&self) -> TopologyConfig {
+        TopologyConfig {
+            visibility_timeout: Duration::from_secs(1),
+            ..self.config()
+        }
+    }
+
+    /// Create the queues `config` lists (apply its topology).
+    pub async fn apply(&self, config: &TopologyConfig) {
+        Topology::new(self.client.clone(), config.clone())
+            .unwrap()
+            .apply()
+            .await
+            .unwrap();
+    }
+
     /// A transport on `config`.
     pub async fn transport(&self, config: TopologyConfig) -> Arc<SqsTransport> {
         Arc::new(
@@ -98,6 +117,29 @@ impl Drop for TestSqs {
             }
         });
     }
+}
+
+/// Publish `env` on the topic `order.created`.
+pub async fn publish_order_created(transport: &SqsTransport, env: &Envelope) {
+    transport
+        .publisher()
+        .publish(&OutgoingMessage::from_envelope(env, "order.created"))
+        .await
+        .unwrap();
+}
+
+/// The next delivery `subscriber` receives within `total`, or `None`.
+pub async fn receive_within(
+    subscriber: &mut SqsSubscriber,
+    total: Duration,
+) -> Option<SqsDelivery> {
+    let end = Instant::now() + total;
+    while Instant::now() < end {
+        if let Some(d) = subscriber.next(Duration::from_millis(500)).await.unwrap() {
+            return Some(d);
+        }
+    }
+    None
 }
 
 /// Poll until a condition holds or a timeout passes.
