@@ -392,6 +392,22 @@ async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     assert_eq!(claimed(&ob, "a").await.len(), 1);
 }
 
+/// A producer that, 300 ms from now, commits one outbox row (version 1 of aggregate
+/// `aggregate`) in a transaction of its own.
+fn enqueue_after_300ms(store: &PgStore, aggregate: &str) -> tokio::task::JoinHandle<()> {
+    let store = store.clone();
+    let aggregate = aggregate.to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut tx = store.begin().await.unwrap();
+        let (m, k) = msg(&aggregate, 1);
+        outbox::enqueue(&mut tx, store.prefix(), &m, &k)
+            .await
+            .unwrap();
+        commit(tx).await.unwrap();
+    })
+}
+
 #[tokio::test]
 async fn a_relay_on_a_pool_of_one_connection_is_woken_by_an_insert() {
     // The listener has a connection of its own: taking it from a pool of one would leave
@@ -404,14 +420,7 @@ async fn a_relay_on_a_pool_of_one_connection_is_woken_by_an_insert() {
         .await;
     let lease = Duration::from_secs(30);
     assert!(claimed(&ob, "r").await.is_empty());
-    let s2 = s.clone();
-    let producer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut tx = s2.begin().await.unwrap();
-        let (m, k) = msg("one", 1);
-        outbox::enqueue(&mut tx, s2.prefix(), &m, &k).await.unwrap();
-        commit(tx).await.unwrap();
-    });
+    let producer = enqueue_after_300ms(&s, "one");
     let started = Instant::now();
     ob.wait_for_rows("r", Duration::from_secs(20)).await;
     assert!(
@@ -442,14 +451,7 @@ async fn an_insert_wakes_a_waiting_relay() {
     let ob = s.outbox();
     // The first wait starts the listener; the second is the one measured.
     ob.wait_for_rows("r", Duration::from_millis(500)).await;
-    let s2 = s.clone();
-    let producer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut tx = s2.begin().await.unwrap();
-        let (m, k) = msg("w", 1);
-        outbox::enqueue(&mut tx, s2.prefix(), &m, &k).await.unwrap();
-        commit(tx).await.unwrap();
-    });
+    let producer = enqueue_after_300ms(&s, "w");
     let started = Instant::now();
     ob.wait_for_rows("r", Duration::from_secs(20)).await;
     producer.await.unwrap();
