@@ -11,6 +11,7 @@ use postroom_core::{
     Delivery, Error, ErrorKind, ParkedMessage, ReceivedMessage, Result, RetryPlan,
 };
 use sqlx::PgPool;
+use sqlx::postgres::PgQueryResult;
 use sqlx::types::Json;
 
 /// A claimed row of `{prefix}queue`.
@@ -32,6 +33,16 @@ fn lease_lost(act: &str) -> Error {
     )
 }
 
+/// Whether the statement of `act` changed this delivery's row: exactly one row changed means
+/// the lease still held; none means it was lost.
+fn lease_held(done: &PgQueryResult, act: &str) -> Result<()> {
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(lease_lost(act))
+    }
+}
+
 impl PgDelivery {
     pub(super) fn new(
         pool: PgPool,
@@ -49,22 +60,22 @@ impl PgDelivery {
         }
     }
 
-    async fn try_ack(&self) -> Result<()> {
-        let sql = format!(
+    /// The statement that removes this delivery's row while its lease holds.
+    fn delete_sql(&self) -> String {
+        format!(
             "DELETE FROM {p}queue WHERE id = $1 AND lease_token = $2",
             p = self.prefix
-        );
-        let done = sqlx::query(&sql)
+        )
+    }
+
+    async fn try_ack(&self) -> Result<()> {
+        let done = sqlx::query(&self.delete_sql())
             .bind(self.row_id)
             .bind(self.token)
             .execute(&self.pool)
             .await
             .pg()?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(lease_lost("ack"))
-        }
+        lease_held(&done, "ack")
     }
 
     async fn try_retry(&self, plan: &RetryPlan) -> Result<()> {
@@ -84,30 +95,20 @@ impl PgDelivery {
             .execute(&self.pool)
             .await
             .pg()?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(lease_lost("retry"))
-        }
+        lease_held(&done, "retry")
     }
 
     async fn try_park(&self, record: &ParkedMessage) -> Result<()> {
         let mut tx = self.pool.begin().await.pg()?;
         row::insert(&mut tx, &self.prefix, record).await?;
-        let sql = format!(
-            "DELETE FROM {p}queue WHERE id = $1 AND lease_token = $2",
-            p = self.prefix
-        );
-        let done = sqlx::query(&sql)
+        let done = sqlx::query(&self.delete_sql())
             .bind(self.row_id)
             .bind(self.token)
             .execute(&mut *tx)
             .await
             .pg()?;
-        if done.rows_affected() != 1 {
-            // Dropping the transaction rolls the parking row back.
-            return Err(lease_lost("park"));
-        }
+        // On a lost lease, dropping the transaction rolls the parking row back.
+        lease_held(&done, "park")?;
         commit(tx).await
     }
 }
@@ -119,23 +120,17 @@ impl Delivery for PgDelivery {
     }
 
     async fn ack(self) -> std::result::Result<(), Handback<Self>> {
-        match self.try_ack().await {
-            Ok(()) => Ok(()),
-            Err(e) => Err((e, self)),
-        }
+        let outcome = self.try_ack().await;
+        outcome.map_err(|e| (e, self))
     }
 
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>> {
-        match self.try_retry(plan).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err((e, self)),
-        }
+        let outcome = self.try_retry(plan).await;
+        outcome.map_err(|e| (e, self))
     }
 
     async fn park(self, record: &ParkedMessage) -> std::result::Result<(), Handback<Self>> {
-        match self.try_park(record).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err((e, self)),
-        }
+        let outcome = self.try_park(record).await;
+        outcome.map_err(|e| (e, self))
     }
 }

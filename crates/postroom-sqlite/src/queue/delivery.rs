@@ -8,6 +8,7 @@ use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, ParkedMessage, ReceivedMessage, Result, RetryPlan, async_trait,
 };
+use sqlx::sqlite::SqliteQueryResult;
 
 /// One leased message.
 pub struct SqliteDelivery {
@@ -17,12 +18,25 @@ pub struct SqliteDelivery {
     pub(super) message: ReceivedMessage,
 }
 
+/// Removes a leased message while its lease holds.
+const DELETE_LEASED: &str = "DELETE FROM postroom_queue WHERE seq = ? AND lease_token = ?";
+
 impl SqliteDelivery {
     fn lease_lost(&self) -> Error {
         Error::new(
             ErrorKind::Closed,
             "the lease on this delivery expired and another consumer took it",
         )
+    }
+
+    /// The outcome of a statement that settles this delivery on its own: done when it changed
+    /// the one leased row, a lost lease when it changed none, or the database's error.
+    fn settled(&self, executed: std::result::Result<SqliteQueryResult, sqlx::Error>) -> Result<()> {
+        match executed {
+            Ok(r) if r.rows_affected() == 1 => Ok(()),
+            Ok(_) => Err(self.lease_lost()),
+            Err(e) => Err(crate::error::map(e)),
+        }
     }
 }
 
@@ -33,23 +47,20 @@ impl Delivery for SqliteDelivery {
     }
 
     async fn ack(self) -> std::result::Result<(), Handback<Self>> {
-        let r = sqlx::query("DELETE FROM postroom_queue WHERE seq = ? AND lease_token = ?")
+        let executed = sqlx::query(DELETE_LEASED)
             .bind(self.seq)
             .bind(&self.token)
             .execute(self.store.pool())
             .await;
-        match r {
-            Ok(r) if r.rows_affected() == 1 => Ok(()),
-            Ok(_) => Err((self.lease_lost(), self)),
-            Err(e) => Err((crate::error::map(e), self)),
-        }
+        let outcome = self.settled(executed);
+        outcome.map_err(|e| (e, self))
     }
 
     /// The copy keeps its id; attempt and diagnostics go into its headers; it becomes visible
     /// after the delay. Publishing the copy and acking the original are one statement.
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>> {
         let headers = postroom_core::retry::retry_headers(&self.message, plan);
-        let r = sqlx::query(
+        let executed = sqlx::query(
             "UPDATE postroom_queue SET headers = ?, visible_at = ?, stage = ?, lease_token = NULL, leased_until = NULL
              WHERE seq = ? AND lease_token = ?",
         )
@@ -60,11 +71,8 @@ impl Delivery for SqliteDelivery {
         .bind(&self.token)
         .execute(self.store.pool())
         .await;
-        match r {
-            Ok(r) if r.rows_affected() == 1 => Ok(()),
-            Ok(_) => Err((self.lease_lost(), self)),
-            Err(e) => Err((crate::error::map(e), self)),
-        }
+        let outcome = self.settled(executed);
+        outcome.map_err(|e| (e, self))
     }
 
     /// The parking row and the removal from the queue commit together.
@@ -72,7 +80,7 @@ impl Delivery for SqliteDelivery {
         let result: Result<bool> = async {
             let mut tx = self.store.begin().await?;
             crate::parking::insert(&mut tx, record).await?;
-            let r = sqlx::query("DELETE FROM postroom_queue WHERE seq = ? AND lease_token = ?")
+            let r = sqlx::query(DELETE_LEASED)
                 .bind(self.seq)
                 .bind(&self.token)
                 .execute(&mut *tx)
