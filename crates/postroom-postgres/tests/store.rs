@@ -571,6 +571,20 @@ async fn queue_refuses_zero_prefetch_routes_and_reports_backlog() {
     assert_eq!((b.ready, b.unacked, b.delayed), (1, 1, 1));
 }
 
+/// Every message in `parking`, redriven ones included (up to 1000).
+async fn every_parked_message(parking: &postroom_postgres::PgParking) -> Vec<ParkedMessage> {
+    parking
+        .search(
+            &ParkingFilter {
+                include_redriven: true,
+                ..Default::default()
+            },
+            1000,
+        )
+        .await
+        .unwrap()
+}
+
 fn parked(i: usize, consumer: &str) -> ParkedMessage {
     let now = chrono::Utc::now();
     ParkedMessage {
@@ -615,16 +629,7 @@ async fn parking_filters_equal_the_reference_semantics() {
             .await
             .unwrap();
     }
-    let all = p
-        .search(
-            &ParkingFilter {
-                include_redriven: true,
-                ..Default::default()
-            },
-            1000,
-        )
-        .await
-        .unwrap();
+    let all = every_parked_message(&p).await;
     assert_eq!(all.len(), 24);
     // Redrive a few so that the status criterion matters.
     let run = p
@@ -641,16 +646,7 @@ async fn parking_filters_equal_the_reference_semantics() {
     for m in p.redrive_pending(&run.id, 10).await.unwrap() {
         assert!(p.mark_redriven(&run.id, &m).await.unwrap());
     }
-    let all = p
-        .search(
-            &ParkingFilter {
-                include_redriven: true,
-                ..Default::default()
-            },
-            1000,
-        )
-        .await
-        .unwrap();
+    let all = every_parked_message(&p).await;
     let mid = all[10].parked_at;
     let filters = vec![
         ParkingFilter::default(),
