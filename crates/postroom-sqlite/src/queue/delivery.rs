@@ -8,7 +8,9 @@ use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, ParkedMessage, ReceivedMessage, Result, RetryPlan, async_trait,
 };
-use sqlx::sqlite::SqliteQueryResult;
+use sqlx::Sqlite;
+use sqlx::query::Query;
+use sqlx::sqlite::SqliteArguments;
 
 /// One leased message.
 pub struct SqliteDelivery {
@@ -29,9 +31,15 @@ impl SqliteDelivery {
         )
     }
 
-    /// The outcome of a statement that settles this delivery on its own: done when it changed
-    /// the one leased row, a lost lease when it changed none, or the database's error.
-    fn settled(&self, executed: std::result::Result<SqliteQueryResult, sqlx::Error>) -> Result<()> {
+    /// Runs `statement`, whose last two parameters are this delivery's sequence number and
+    /// lease token (bound here), to settle this delivery on its own: done when it changed the
+    /// one leased row, a lost lease when it changed none, or the database's error.
+    async fn settle<'q>(&'q self, statement: Query<'q, Sqlite, SqliteArguments<'q>>) -> Result<()> {
+        let executed = statement
+            .bind(self.seq)
+            .bind(&self.token)
+            .execute(self.store.pool())
+            .await;
         match executed {
             Ok(r) if r.rows_affected() == 1 => Ok(()),
             Ok(_) => Err(self.lease_lost()),
@@ -47,12 +55,7 @@ impl Delivery for SqliteDelivery {
     }
 
     async fn ack(self) -> std::result::Result<(), Handback<Self>> {
-        let executed = sqlx::query(DELETE_LEASED)
-            .bind(self.seq)
-            .bind(&self.token)
-            .execute(self.store.pool())
-            .await;
-        let outcome = self.settled(executed);
+        let outcome = self.settle(sqlx::query(DELETE_LEASED)).await;
         outcome.map_err(|e| (e, self))
     }
 
@@ -60,18 +63,14 @@ impl Delivery for SqliteDelivery {
     /// after the delay. Publishing the copy and acking the original are one statement.
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>> {
         let headers = postroom_core::retry::retry_headers(&self.message, plan);
-        let executed = sqlx::query(
+        let statement = sqlx::query(
             "UPDATE postroom_queue SET headers = ?, visible_at = ?, stage = ?, lease_token = NULL, leased_until = NULL
              WHERE seq = ? AND lease_token = ?",
         )
         .bind(serde_json::to_string(&headers).expect("headers serialise"))
         .bind(due_ms(plan.delay))
-        .bind(plan.stage as i64)
-        .bind(self.seq)
-        .bind(&self.token)
-        .execute(self.store.pool())
-        .await;
-        let outcome = self.settled(executed);
+        .bind(plan.stage as i64);
+        let outcome = self.settle(statement).await;
         outcome.map_err(|e| (e, self))
     }
 
