@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{TestSqs, order, publish_order_created, receive_within};
+use common::{
+    TestSqs, assert_moved_with_the_recorded_error, order, publish_order_created, receive_within,
+};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::parking::{LastError, LastErrorLog};
 use postroom_core::{
@@ -187,13 +189,7 @@ async fn moved_by_sqs_and_parked_elsewhere_with_its_last_error(
     assert_eq!(parked.len(), 1);
     let p = &parked[0];
     assert_eq!(p.message_id, env.id);
-    assert_eq!(p.error_code, "max_receive_count");
-    assert!(
-        p.error_message.contains("db_down") && p.error_message.contains("connection refused"),
-        "joined with the last error: {}",
-        p.error_message
-    );
-    assert!((p.first_failure_at - failed_at).num_seconds().abs() <= 2);
+    assert_moved_with_the_recorded_error(p, failed_at);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

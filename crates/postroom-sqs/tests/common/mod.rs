@@ -8,7 +8,7 @@ pub mod probe;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{Credentials, Region};
-use postroom_core::{Envelope, OutgoingMessage, Subscriber, Transport};
+use postroom_core::{Envelope, OutgoingMessage, ParkedMessage, Subscriber, Transport};
 use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport, Topology, TopologyConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -140,6 +140,23 @@ pub async fn receive_within(
         }
     }
     None
+}
+
+/// Checks that `parked` is a copy SQS moved to the DLQ by itself (`max_receive_count`) whose
+/// error message is joined with the last error the consumer recorded (`db_down`, connection
+/// refused), first failed within 2 s of `failed_at`.
+pub fn assert_moved_with_the_recorded_error(
+    parked: &ParkedMessage,
+    failed_at: chrono::DateTime<chrono::Utc>,
+) {
+    assert_eq!(parked.error_code, "max_receive_count");
+    assert!(
+        parked.error_message.contains("db_down")
+            && parked.error_message.contains("connection refused"),
+        "joined with the last error: {}",
+        parked.error_message
+    );
+    assert!((parked.first_failure_at - failed_at).num_seconds().abs() <= 2);
 }
 
 /// Poll until a condition holds or a timeout passes.
