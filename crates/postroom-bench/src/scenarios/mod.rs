@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx, s: Scenario) -> Result<Vec<Measurement>, BenchError>
             embedded_relay::run(ctx).await?,
             embedded_consumer::run(ctx).await?,
         ]),
-        Scenario::Latency => Ok(vec![latency::run(ctx).await?]),
+        Scenario::Latency => latency::run(ctx).await,
         Scenario::Retry => Ok(vec![retry::run(ctx).await?]),
         Scenario::HotLoop => hot_loop::run(ctx).await,
         Scenario::Memory => memory::run(ctx).await,

@@ -129,7 +129,13 @@ impl<P: Publisher + ?Sized> OutboxSender<P> {
         if rows.is_empty() {
             return Ok(Sent::default());
         }
-        let results = self.publisher.publish_batch(&rows.messages).await;
+        // One message goes alone, so that producers sending at once share the publisher's
+        // confirm round trips (a transport groups single publishes) instead of queueing
+        // behind each other's batches.
+        let results = match rows.messages.as_slice() {
+            [one] => vec![self.publisher.publish(one).await],
+            many => self.publisher.publish_batch(many).await,
+        };
         let mut ok: Vec<MessageId> = Vec::with_capacity(rows.len());
         let mut given_back = 0;
         for (m, result) in rows.messages.iter().zip(results) {
