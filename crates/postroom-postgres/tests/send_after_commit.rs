@@ -3,33 +3,17 @@
 //! relay; a row behind an unpublished predecessor is left to the relay, in order; rows a
 //! producer never sent, or could not, reach the relay.
 
+mod common;
+
+use common::{fresh_store, outgoing};
 use postroom_core::{
-    Delivery, Envelope, MessageId, OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig,
-    Subscriber,
+    Delivery, MessageId, OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig, Subscriber,
 };
 use postroom_postgres::outbox::{self, OutboxSender, Sent, ToSend};
-use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit};
-use postroom_testkit::servers::TestDb;
+use postroom_postgres::{PgQueue, PgStore, commit};
 use postroom_testkit::wait::until;
 use std::sync::Arc;
 use std::time::Duration;
-
-async fn fresh_store() -> (TestDb, PgStore) {
-    let db = TestDb::create().await;
-    let s = PgStore::from_pool(db.pool(6).await, TablePrefix::new("postroom_").unwrap());
-    s.migrate().await.unwrap();
-    (db, s)
-}
-
-fn msg(agg: &str, v: u64) -> (OutgoingMessage, String) {
-    let env = Envelope::builder("order.created", "t")
-        .aggregate("order", agg, v)
-        .build();
-    (
-        OutgoingMessage::from_envelope(&env, "orders"),
-        env.aggregate.key(),
-    )
-}
 
 /// Write `rows` in one transaction, leasing what may be sent to `owner`, and commit.
 async fn written_to_send(
@@ -64,10 +48,10 @@ async fn received(sub: &mut impl Subscriber, n: usize) -> Vec<MessageId> {
 
 #[tokio::test]
 async fn rows_sent_after_the_commit_are_published_and_marked_without_a_relay() {
-    let (_db, s) = fresh_store().await;
+    let (s, _db) = fresh_store(6).await;
     let q = queue(&s);
     let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
-    let rows = vec![msg("a", 1), msg("b", 1)];
+    let rows = vec![outgoing("a", 1), outgoing("b", 1)];
     let to_send = written_to_send(&s, &rows, Duration::from_secs(30)).await;
     assert_eq!(to_send.len(), 2, "both rows are their aggregate's first");
     assert!(
@@ -98,18 +82,23 @@ async fn rows_sent_after_the_commit_are_published_and_marked_without_a_relay() {
 
 #[tokio::test]
 async fn a_row_behind_an_unpublished_predecessor_is_left_to_the_relay_in_order() {
-    let (_db, s) = fresh_store().await;
+    let (s, _db) = fresh_store(6).await;
     let q = queue(&s);
     let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
     // a1 is written plainly and not yet published; a2 and b1 are written to be sent, and a
     // transaction writing c1 and c2 may send only c1.
-    let a1 = msg("a", 1);
+    let a1 = outgoing("a", 1);
     let mut tx = s.begin().await.unwrap();
     outbox::enqueue_batch(&mut tx, s.prefix(), std::slice::from_ref(&a1))
         .await
         .unwrap();
     commit(tx).await.unwrap();
-    let later = vec![msg("a", 2), msg("b", 1), msg("c", 1), msg("c", 2)];
+    let later = vec![
+        outgoing("a", 2),
+        outgoing("b", 1),
+        outgoing("c", 1),
+        outgoing("c", 2),
+    ];
     let to_send = written_to_send(&s, &later, Duration::from_secs(30)).await;
     let leased: Vec<MessageId> = to_send.messages().iter().map(|m| m.id).collect();
     assert_eq!(
@@ -144,10 +133,10 @@ async fn a_row_behind_an_unpublished_predecessor_is_left_to_the_relay_in_order()
 
 #[tokio::test]
 async fn rows_a_producer_never_sent_go_out_through_the_relay_once_the_lease_runs_out() {
-    let (_db, s) = fresh_store().await;
+    let (s, _db) = fresh_store(6).await;
     let q = queue(&s);
     let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
-    let rows = vec![msg("a", 1)];
+    let rows = vec![outgoing("a", 1)];
     let lease = Duration::from_secs(1);
     // The producer commits and dies before sending.
     let _never_sent = written_to_send(&s, &rows, lease).await;
@@ -176,10 +165,10 @@ async fn rows_a_producer_never_sent_go_out_through_the_relay_once_the_lease_runs
 
 #[tokio::test]
 async fn a_row_whose_publish_failed_is_given_back_to_the_relay() {
-    let (_db, s) = fresh_store().await;
+    let (s, _db) = fresh_store(6).await;
     let q = queue(&s);
     // No subscription for the topic yet: the queue refuses the message as unroutable.
-    let rows = vec![msg("a", 1)];
+    let rows = vec![outgoing("a", 1)];
     let to_send = written_to_send(&s, &rows, Duration::from_secs(600)).await;
     let sent = OutboxSender::new(s.outbox(), q.clone())
         .send(to_send)
@@ -214,7 +203,7 @@ async fn a_row_whose_publish_failed_is_given_back_to_the_relay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn producers_sending_the_same_aggregates_at_once_beside_a_relay_keep_their_order() {
-    let (_db, s) = fresh_store().await;
+    let (s, _db) = fresh_store(6).await;
     let q = queue(&s);
     let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -234,7 +223,11 @@ async fn producers_sending_the_same_aggregates_at_once_beside_a_relay_keep_their
             tokio::spawn(async move {
                 let sender = OutboxSender::new(s.outbox(), q);
                 for i in 0..25 {
-                    let rows = vec![msg("x", i), msg("y", i), msg(&format!("p{p}"), i)];
+                    let rows = vec![
+                        outgoing("x", i),
+                        outgoing("y", i),
+                        outgoing(&format!("p{p}"), i),
+                    ];
                     let mut tx = s.begin().await.unwrap();
                     let to_send = outbox::enqueue_to_send(
                         &mut tx,

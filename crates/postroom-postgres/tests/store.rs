@@ -2,6 +2,9 @@
 //! and wake-up, topic routing, queue config and backlog, and parking filters equal to
 //! `ParkingFilter::matches`.
 
+mod common;
+
+use common::outgoing;
 use postroom_core::pattern;
 use postroom_core::{
     BacklogProbe, Delivery, Envelope, ErrorClass, ErrorKind, MessageId, OutboxStore,
@@ -60,19 +63,9 @@ async fn migrations_are_idempotent_concurrent_and_prefixed() {
     assert!(n >= 9, "{n} tables");
 }
 
-fn msg(agg: &str, v: u64) -> (OutgoingMessage, String) {
-    let env = Envelope::builder("order.created", "t")
-        .aggregate("order", agg, v)
-        .build();
-    (
-        OutgoingMessage::from_envelope(&env, "orders"),
-        env.aggregate.key(),
-    )
-}
-
 /// One message per `(aggregate, version)`, enqueued in one transaction in that order.
 async fn enqueued(s: &PgStore, versions: &[(&str, u64)]) -> Vec<(OutgoingMessage, String)> {
-    let rows: Vec<_> = versions.iter().map(|(a, v)| msg(a, *v)).collect();
+    let rows: Vec<_> = versions.iter().map(|(a, v)| outgoing(a, *v)).collect();
     enqueue_in_one_transaction(s, &rows).await;
     rows
 }
@@ -94,7 +87,7 @@ async fn claim_takes_only_the_head_of_each_aggregate() {
     let mut tx = s.begin().await.unwrap();
     let rows: Vec<_> = [("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2)]
         .iter()
-        .map(|(a, v)| msg(a, *v))
+        .map(|(a, v)| outgoing(a, *v))
         .collect();
     outbox::enqueue_batch(&mut tx, s.prefix(), &rows)
         .await
@@ -230,9 +223,9 @@ async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
     // A relay keeps an aggregate only while its next row is near the oldest due rows (ten
     // claim windows: 10,000 rows for a batch of one); past that the oldest rows go first.
     let (_db, s) = fresh_store().await;
-    let mut msgs = vec![msg("hot", 1)];
-    msgs.extend((0..12_000).map(|i| msg(&format!("cold-{i}"), 1)));
-    msgs.push(msg("hot", 2));
+    let mut msgs = vec![outgoing("hot", 1)];
+    msgs.extend((0..12_000).map(|i| outgoing(&format!("cold-{i}"), 1)));
+    msgs.push(outgoing("hot", 2));
     enqueue_in_one_transaction(&s, &msgs).await;
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
@@ -252,7 +245,7 @@ async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
 #[tokio::test]
 async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
     let (_db, s) = fresh_store().await;
-    let rows: Vec<_> = (1..=2).map(|v| msg("k", v)).collect();
+    let rows: Vec<_> = (1..=2).map(|v| outgoing("k", v)).collect();
     enqueue_in_one_transaction(&s, &rows).await;
     let ob = s.outbox();
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
@@ -286,7 +279,7 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
     // A scan that found nothing is not repeated at once unless a notification arrived; rows
     // freed without one (a lease given back, a delay ended) are seen within a short recheck.
     let (_db, s) = fresh_store().await;
-    let rows: Vec<_> = ["x", "y"].iter().map(|k| msg(k, 1)).collect();
+    let rows: Vec<_> = ["x", "y"].iter().map(|k| outgoing(k, 1)).collect();
     enqueue_in_one_transaction(&s, &rows[0..=0]).await;
     let ob = s.outbox();
     ob.wait_for_rows("warm-up", Duration::from_millis(500))
@@ -353,7 +346,7 @@ async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     let ob = s.outbox();
     let mut tx = s.begin().await.unwrap();
     for v in 1..=3 {
-        let (m, k) = msg("k", v);
+        let (m, k) = outgoing("k", v);
         outbox::enqueue(&mut tx, s.prefix(), &m, &k).await.unwrap();
     }
     commit(tx).await.unwrap();
@@ -400,7 +393,7 @@ fn enqueue_after_300ms(store: &PgStore, aggregate: &str) -> tokio::task::JoinHan
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut tx = store.begin().await.unwrap();
-        let (m, k) = msg(&aggregate, 1);
+        let (m, k) = outgoing(&aggregate, 1);
         outbox::enqueue(&mut tx, store.prefix(), &m, &k)
             .await
             .unwrap();
@@ -440,7 +433,7 @@ async fn one_transaction_can_enqueue_rows_for_many_aggregates() {
     // The per-aggregate commit-order locks share a bounded number of slots; one lock per key
     // would exhaust PostgreSQL's lock table (max_locks_per_transaction) long before this.
     let (_db, s) = fresh_store().await;
-    let msgs: Vec<_> = (0..20_000).map(|i| msg(&format!("many-{i}"), 1)).collect();
+    let msgs: Vec<_> = (0..20_000).map(|i| outgoing(&format!("many-{i}"), 1)).collect();
     enqueue_in_one_transaction(&s, &msgs).await;
     assert_eq!(s.outbox().pending().await.unwrap(), 20_000);
 }

@@ -26,6 +26,16 @@ pub fn order(id: &str, version: u64) -> Envelope {
         .build()
 }
 
+/// An outbox row for version `version` of order `id`, routed to the topic `orders`, with its
+/// aggregate key.
+pub fn outgoing(id: &str, version: u64) -> (postroom_core::OutgoingMessage, String) {
+    let env = order(id, version);
+    (
+        postroom_core::OutgoingMessage::from_envelope(&env, "orders"),
+        env.aggregate.key(),
+    )
+}
+
 /// A handler that always returns the same result and records the ids it saw.
 pub struct Always {
     result: Result<Handled, HandlerError>,
