@@ -433,7 +433,9 @@ async fn one_transaction_can_enqueue_rows_for_many_aggregates() {
     // The per-aggregate commit-order locks share a bounded number of slots; one lock per key
     // would exhaust PostgreSQL's lock table (max_locks_per_transaction) long before this.
     let (_db, s) = fresh_store().await;
-    let msgs: Vec<_> = (0..20_000).map(|i| outgoing(&format!("many-{i}"), 1)).collect();
+    let msgs: Vec<_> = (0..20_000)
+        .map(|i| outgoing(&format!("many-{i}"), 1))
+        .collect();
     enqueue_in_one_transaction(&s, &msgs).await;
     assert_eq!(s.outbox().pending().await.unwrap(), 20_000);
 }
