@@ -99,29 +99,12 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         if rows.is_empty() {
             return Ok(RelayPass::default());
         }
-        let messages: Vec<_> = rows.iter().map(|r| r.to_message()).collect();
-        let started = Instant::now();
-        let results = self.publisher.publish_batch(&messages).await;
-        metrics::histogram!(m::CONFIRM_SECONDS, "transport" => "relay")
-            .record(started.elapsed().as_secs_f64());
+        let results = self.publish(&rows).await;
         let mut ok = Vec::with_capacity(rows.len());
-        let mut failed = 0;
-        for (row, result) in rows.iter().zip(results) {
-            match result {
-                Ok(()) => ok.push(row.id),
-                Err(e) => {
-                    failed += 1;
-                    metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
-                        .increment(1);
-                    tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
-                    let backoff = cfg
-                        .retry_after
-                        .saturating_mul(1 << row.publish_attempts.min(6));
-                    self.store
-                        .release(&cfg.relay_id, row.id, &e.to_string(), backoff)
-                        .await?;
-                }
-            }
+        let given_back = self.take_results(&rows, results, &mut ok).await;
+        let failed = rows.len() - ok.len();
+        if let Some(e) = given_back {
+            return Err(e);
         }
         if !ok.is_empty() {
             crate::failpoint::hit(crate::failpoint::RELAY_BEFORE_MARK, &cfg.relay_id).await;

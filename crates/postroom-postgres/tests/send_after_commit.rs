@@ -10,7 +10,7 @@ use postroom_core::{
     Delivery, MessageId, OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig, Subscriber,
 };
 use postroom_postgres::outbox::{self, OutboxSender, Sent, ToSend};
-use postroom_postgres::{PgQueue, PgStore, commit};
+use postroom_postgres::{PgOutbox, PgQueue, PgStore, commit};
 use postroom_testkit::wait::until;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,18 @@ async fn written_to_send(
         .unwrap();
     commit(tx).await.unwrap();
     to_send
+}
+
+/// A relay on the store's outbox, publishing to `q`.
+fn relay(s: &PgStore, q: &Arc<PgQueue>) -> OutboxRelay<PgOutbox, PgQueue> {
+    OutboxRelay::new(
+        Arc::new(s.outbox()),
+        q.clone(),
+        RelayConfig {
+            relay_id: "relay".into(),
+            ..RelayConfig::default()
+        },
+    )
 }
 
 fn queue(s: &PgStore) -> Arc<PgQueue> {
@@ -109,14 +121,7 @@ async fn a_row_behind_an_unpublished_predecessor_is_left_to_the_relay_in_order()
     let sender = OutboxSender::new(s.outbox(), q.clone());
     assert_eq!(sender.send(to_send).await.unwrap().published, 2);
     // The relay sends the rest, each after its predecessor.
-    let relay = OutboxRelay::new(
-        Arc::new(s.outbox()),
-        q.clone(),
-        RelayConfig {
-            relay_id: "relay".into(),
-            ..RelayConfig::default()
-        },
-    );
+    let relay = relay(&s, &q);
     for _ in 0..10 {
         relay.run_once().await.unwrap();
     }
@@ -140,14 +145,7 @@ async fn rows_a_producer_never_sent_go_out_through_the_relay_once_the_lease_runs
     let lease = Duration::from_secs(1);
     // The producer commits and dies before sending.
     let _never_sent = written_to_send(&s, &rows, lease).await;
-    let relay = OutboxRelay::new(
-        Arc::new(s.outbox()),
-        q.clone(),
-        RelayConfig {
-            relay_id: "relay".into(),
-            ..RelayConfig::default()
-        },
-    );
+    let relay = relay(&s, &q);
     assert_eq!(
         relay.run_once().await.unwrap().claimed,
         0,
@@ -184,14 +182,7 @@ async fn a_row_whose_publish_failed_is_given_back_to_the_relay() {
     assert_eq!(s.outbox().pending().await.unwrap(), 1, "still to publish");
     // Given back (not held for the 10-minute lease): once routable, the relay sends it.
     let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
-    let relay = OutboxRelay::new(
-        Arc::new(s.outbox()),
-        q.clone(),
-        RelayConfig {
-            relay_id: "relay".into(),
-            ..RelayConfig::default()
-        },
-    );
+    let relay = relay(&s, &q);
     until(
         Duration::from_secs(20),
         "the relay publishes the given-back row",
