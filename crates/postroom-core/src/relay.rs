@@ -62,6 +62,137 @@ pub struct RelayPass {
     pub failed: usize,
 }
 
+/// Take in the confirms of `rows` (id, earlier publish attempts) leased to `owner`: a
+/// confirmed row joins `to_mark`; one that failed is given back to `store`, to be tried again
+/// after `retry_after` doubled per earlier attempt (up to 64 times). Says why giving one back
+/// failed, if it did (the others are still given back).
+async fn take_confirms<S: OutboxStore + ?Sized>(
+    store: &S,
+    owner: &str,
+    retry_after: Duration,
+    rows: impl Iterator<Item = (crate::MessageId, u32)>,
+    results: Vec<Result<()>>,
+    to_mark: &mut Vec<crate::MessageId>,
+) -> Option<crate::Error> {
+    let mut failed = None;
+    for ((id, attempts), result) in rows.zip(results) {
+        match result {
+            Ok(()) => to_mark.push(id),
+            Err(e) => {
+                metrics::counter!(m::RELAY_FAILED, "relay" => owner.to_owned(), "kind" => e.kind().as_str())
+                    .increment(1);
+                tracing::warn!(message_id = %id, error = %e, "publish failed; row given back");
+                let delay = retry_after.saturating_mul(1 << attempts.min(6));
+                if let Err(e) = store.release(owner, id, &e.to_string(), delay).await {
+                    failed = Some(e);
+                }
+            }
+        }
+    }
+    failed
+}
+
+/// Rows a producer leased to itself in its transaction, to send once it has committed (how a
+/// store leases them is its own: `postroom_postgres::outbox::enqueue_to_send`).
+#[derive(Clone, Debug)]
+#[must_use = "send the rows after the commit, or the relay sends them once the lease runs out"]
+pub struct ToSend {
+    owner: String,
+    messages: Vec<crate::OutgoingMessage>,
+}
+
+impl ToSend {
+    /// `messages`, whose rows are leased to `owner`.
+    pub fn new(owner: impl Into<String>, messages: Vec<crate::OutgoingMessage>) -> Self {
+        Self {
+            owner: owner.into(),
+            messages,
+        }
+    }
+
+    /// The leased messages, in the order they were written.
+    pub fn messages(&self) -> &[crate::OutgoingMessage] {
+        &self.messages
+    }
+
+    /// How many rows were leased.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether no row was leased (each waits behind an earlier row of its aggregate).
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
+
+/// What one [`OutboxSender::send`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Confirmed by the broker and marked published.
+    pub published: usize,
+    /// Not confirmed: given back to the relay.
+    pub given_back: usize,
+}
+
+/// Sends what producers leased to themselves, right after their commit, as a relay would:
+/// publish with confirms, mark the confirmed rows, give the others back to the relay. Rows it
+/// never gets to (the producer died) go to the relay once their lease runs out; either way a
+/// message goes out again with the same id, and the consumers' inbox absorbs a copy.
+pub struct OutboxSender<S: ?Sized, P: ?Sized> {
+    store: Arc<S>,
+    publisher: Arc<P>,
+    retry_after: Duration,
+}
+
+impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxSender<S, P> {
+    /// A sender marking in `store` what `publisher` confirmed.
+    pub fn new(store: Arc<S>, publisher: Arc<P>) -> Self {
+        Self {
+            store,
+            publisher,
+            retry_after: RelayConfig::default().retry_after,
+        }
+    }
+
+    /// Publish `rows` with confirms and mark the confirmed ones published; give the others
+    /// back to the relay. An error (the mark failed) leaves the confirmed rows leased: the
+    /// relay publishes them again once the lease runs out.
+    pub async fn send(&self, rows: ToSend) -> Result<Sent> {
+        if rows.is_empty() {
+            return Ok(Sent::default());
+        }
+        // One message goes alone, so that producers sending at once share the publisher's
+        // confirm round trips (a transport groups single publishes) instead of queueing
+        // behind each other's batches.
+        let results = match rows.messages.as_slice() {
+            [one] => vec![self.publisher.publish(one).await],
+            many => self.publisher.publish_batch(many).await,
+        };
+        let mut ok = Vec::with_capacity(rows.len());
+        let ids = rows.messages.iter().map(|m| (m.id, 0));
+        let given_back = take_confirms(
+            &*self.store,
+            &rows.owner,
+            self.retry_after,
+            ids,
+            results,
+            &mut ok,
+        )
+        .await;
+        if let Some(e) = given_back {
+            return Err(e);
+        }
+        if !ok.is_empty() {
+            self.store.mark_published(&rows.owner, &ok).await?;
+        }
+        Ok(Sent {
+            published: ok.len(),
+            given_back: rows.len() - ok.len(),
+        })
+    }
+}
+
 /// What a lane's store side did while its batch was on the way to the broker.
 enum Database {
     /// Nothing (the next claim follows the confirms).
@@ -157,8 +288,7 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         results
     }
 
-    /// Take in the confirms of `rows`: a confirmed row joins `to_mark`, one that failed is
-    /// given back with a growing delay. Says why giving one back failed, if it did.
+    /// Take in the confirms of `rows` (see [`take_confirms`]).
     async fn take_results(
         &self,
         rows: &[crate::outbox::OutboxRecord],
@@ -166,28 +296,16 @@ impl<S: OutboxStore + ?Sized, P: Publisher + ?Sized> OutboxRelay<S, P> {
         to_mark: &mut Vec<crate::MessageId>,
     ) -> Option<crate::Error> {
         let cfg = &self.config;
-        let mut failed = None;
-        for (row, result) in rows.iter().zip(results) {
-            match result {
-                Ok(()) => to_mark.push(row.id),
-                Err(e) => {
-                    metrics::counter!(m::RELAY_FAILED, "relay" => cfg.relay_id.clone(), "kind" => e.kind().as_str())
-                        .increment(1);
-                    tracing::warn!(message_id = %row.id, error = %e, "publish failed; row given back");
-                    let delay = cfg
-                        .retry_after
-                        .saturating_mul(1 << row.publish_attempts.min(6));
-                    if let Err(e) = self
-                        .store
-                        .release(&cfg.relay_id, row.id, &e.to_string(), delay)
-                        .await
-                    {
-                        failed = Some(e);
-                    }
-                }
-            }
-        }
-        failed
+        let rows = rows.iter().map(|r| (r.id, r.publish_attempts));
+        take_confirms(
+            &*self.store,
+            &cfg.relay_id,
+            cfg.retry_after,
+            rows,
+            results,
+            to_mark,
+        )
+        .await
     }
 
     /// While a short batch waits for its confirms (`confirmed` not yet notified): as soon as

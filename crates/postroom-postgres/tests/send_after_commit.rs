@@ -29,6 +29,11 @@ async fn written_to_send(
     to_send
 }
 
+/// A producer's sender on the store's outbox, publishing to `q`.
+fn sender(s: &PgStore, q: &Arc<PgQueue>) -> OutboxSender<PgOutbox, PgQueue> {
+    OutboxSender::new(Arc::new(s.outbox()), q.clone())
+}
+
 /// A relay on the store's outbox, publishing to `q`.
 fn relay(s: &PgStore, q: &Arc<PgQueue>) -> OutboxRelay<PgOutbox, PgQueue> {
     OutboxRelay::new(
@@ -74,10 +79,7 @@ async fn rows_sent_after_the_commit_are_published_and_marked_without_a_relay() {
             .is_empty(),
         "a relay finds the producer's leased rows taken"
     );
-    let sent = OutboxSender::new(s.outbox(), q.clone())
-        .send(to_send)
-        .await
-        .unwrap();
+    let sent = sender(&s, &q).send(to_send).await.unwrap();
     assert_eq!(
         sent,
         Sent {
@@ -118,7 +120,7 @@ async fn a_row_behind_an_unpublished_predecessor_is_left_to_the_relay_in_order()
         vec![later[1].0.id, later[2].0.id],
         "only b1 and c1: a2 follows the unpublished a1, c2 follows c1"
     );
-    let sender = OutboxSender::new(s.outbox(), q.clone());
+    let sender = sender(&s, &q);
     assert_eq!(sender.send(to_send).await.unwrap().published, 2);
     // The relay sends the rest, each after its predecessor.
     let relay = relay(&s, &q);
@@ -168,10 +170,7 @@ async fn a_row_whose_publish_failed_is_given_back_to_the_relay() {
     // No subscription for the topic yet: the queue refuses the message as unroutable.
     let rows = vec![outgoing("a", 1)];
     let to_send = written_to_send(&s, &rows, Duration::from_secs(600)).await;
-    let sent = OutboxSender::new(s.outbox(), q.clone())
-        .send(to_send)
-        .await
-        .unwrap();
+    let sent = sender(&s, &q).send(to_send).await.unwrap();
     assert_eq!(
         sent,
         Sent {
@@ -212,7 +211,7 @@ async fn producers_sending_the_same_aggregates_at_once_beside_a_relay_keep_their
         .map(|p| {
             let (s, q) = (s.clone(), q.clone());
             tokio::spawn(async move {
-                let sender = OutboxSender::new(s.outbox(), q);
+                let sender = sender(&s, &q);
                 for i in 0..25 {
                     let rows = vec![
                         outgoing("x", i),

@@ -131,7 +131,7 @@ async fn postroom_path(
             (consumer.clone(), w.subscriber(a.prefetch)?, stopped.clone());
         async move { consumer.run(sub, stopped).await }
     });
-    let sender = Arc::new(OutboxSender::new(store.outbox(), w.publisher()));
+    let sender = Arc::new(OutboxSender::new(Arc::new(store.outbox()), w.publisher()));
     let relay = OutboxRelay::new(
         Arc::new(store.outbox()),
         w.publisher(),

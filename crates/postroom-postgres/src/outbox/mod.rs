@@ -14,7 +14,8 @@
 mod send;
 mod wakeup;
 
-pub use send::{OutboxSender, Sent, ToSend, enqueue_to_send};
+pub use postroom_core::relay::{OutboxSender, Sent, ToSend};
+pub use send::enqueue_to_send;
 
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
