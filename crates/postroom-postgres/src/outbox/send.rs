@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// Write `msgs` (each with its aggregate key) into the outbox in the caller's transaction
 /// (pass `&mut *tx`), and lease to `owner` for `lease` those that are their aggregate's
-/// earliest unpublished row. Send them with [`OutboxSender::send`] after the commit.
+/// earliest unpublished row. Send them with [`OutboxSender::send`](postroom_core::relay::OutboxSender::send) after the commit.
 pub async fn enqueue_to_send(
     conn: &mut PgConnection,
     prefix: &TablePrefix,
