@@ -135,6 +135,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub relay_delete_published: bool,
 
+    /// Channels each of postroom's RabbitMQ publishers confirms on at once (1: one caller's
+    /// confirms at a time, callers take turns).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub publisher_channels: u16,
+
     /// Runs of each throughput pair, alternating postroom and raw; the median of each counts.
     /// Default 3 (`pg-relay`: 5, after an uncounted warm-up pair), quick 1.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=50))]

@@ -89,7 +89,10 @@ pub async fn run(args: BenchArgs) -> Result<BenchReport, BenchError> {
         child::run_child(spec?).await?;
         std::process::exit(0);
     }
-    let endpoints = Endpoints::from_env();
+    let endpoints = Endpoints {
+        publisher_channels: usize::from(args.publisher_channels),
+        ..Endpoints::from_env()
+    };
     let selected = args.selected();
     let needs_pg = selected.iter().any(|s| *s != Scenario::Embedded);
     let db = if needs_pg {

@@ -31,6 +31,11 @@ pub struct BrokerOptions {
     /// next message as soon as the oldest one is confirmed, instead of waiting for the whole
     /// batch (at least 1).
     pub confirm_window: usize,
+    /// Channels a publisher confirms on at once (at least 1): a caller whose group or batch
+    /// is waiting for its confirms holds one channel, and another caller sends on the next
+    /// one instead of waiting behind those confirms. Channels are opened as callers first
+    /// need them.
+    pub publisher_channels: usize,
     /// Longest wait for the broker while setting the link up: connecting (TCP, TLS, the
     /// AMQP handshake), opening a channel, re-declaring the topology. The client leaves a
     /// request on a connection that is going away unanswered; bounded, the link is dropped
@@ -46,6 +51,7 @@ impl Default for BrokerOptions {
             connection_name: "postroom".into(),
             confirm_timeout: Duration::from_secs(30),
             confirm_window: 256,
+            publisher_channels: 4,
             setup_timeout: Duration::from_secs(10),
         }
     }

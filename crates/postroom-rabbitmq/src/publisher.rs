@@ -3,15 +3,23 @@
 //! basic.return: RabbitMQ confirms an unroutable message too, after returning it, so the
 //! return is what counts. A batch is sent through a sliding window of confirms in flight
 //! (`BrokerOptions::confirm_window`): the next message goes out as soon as the oldest is
-//! confirmed, and each message is matched to its own outcome. The channel is used under a
-//! lock, never concurrently; each subscriber of a transport settles through a publisher of
-//! its own, so a producer's large batch never holds up a consumer's retries.
+//! confirmed, and each message is matched to its own outcome. A channel is used by one caller
+//! at a time, never concurrently (a basic.return rides on whichever confirm the client
+//! resolves next, so one owner must collect every confirm of a channel's window); a publisher
+//! keeps several channels (`BrokerOptions::publisher_channels`), so callers whose confirms are
+//! outstanding at once each hold their own instead of taking turns. Each subscriber of a
+//! transport settles through a publisher of its own, so a producer's large batch never holds
+//! up a consumer's retries.
 //!
 //! Single messages ([`ConfirmingPublisher::send`], what a delivery's retry or park uses) do
 //! not queue one confirm wait behind another: each joins a group, and one caller sends the
 //! whole group through the window and hands every message its own result. Messages that
-//! arrive while a group waits for its confirms go out together in the next one, so eight
+//! arrive while every channel waits for confirms go out together in the next group, so eight
 //! handlers retrying at once cost about two confirm round trips, not eight.
+//!
+//! Order: one call's messages go out on one channel, in order; calls made one after the
+//! other (each waiting for its confirms) arrive in that order. Calls running at once may
+//! overtake each other, as they may on any connection.
 
 use crate::error::{amqp, breaks_channel};
 use crate::headers::to_field_table;
@@ -53,11 +61,15 @@ pub struct ConfirmingPublisher {
     window: usize,
     exchange: String,
     prefix: String,
-    channel: tokio::sync::Mutex<Option<Channel>>,
+    /// The channels, each held by the caller sending on it until its confirms are in.
+    channels: Vec<tokio::sync::Mutex<Option<Channel>>>,
+    /// One permit per channel: a holder finds a channel free.
+    free: tokio::sync::Semaphore,
     /// Single messages waiting for the next group.
     waiting: std::sync::Mutex<Vec<Waiting>>,
-    /// Held by the caller sending a group, until its results are handed out.
-    group_sender: tokio::sync::Mutex<()>,
+    /// One permit per channel, held by a caller sending a group until its results are
+    /// handed out.
+    group_senders: tokio::sync::Semaphore,
     stats: Arc<LinkStats>,
 }
 
@@ -97,15 +109,19 @@ impl ConfirmingPublisher {
     #[must_use]
     pub fn new(broker: Arc<Broker>, config: &TopologyConfig) -> Self {
         let stats = broker.stats();
+        let channels = broker.options().publisher_channels.max(1);
         Self {
             confirm_timeout: broker.options().confirm_timeout,
             window: broker.options().confirm_window,
             broker,
             exchange: config.exchange.clone(),
             prefix: config.prefix.clone(),
-            channel: tokio::sync::Mutex::new(None),
+            channels: (0..channels)
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            free: tokio::sync::Semaphore::new(channels),
             waiting: std::sync::Mutex::new(Vec::new()),
-            group_sender: tokio::sync::Mutex::new(()),
+            group_senders: tokio::sync::Semaphore::new(channels),
             stats,
         }
     }
@@ -131,8 +147,8 @@ impl ConfirmingPublisher {
 
     /// Publish one message and wait for its confirm (and that it was not returned).
     ///
-    /// The message joins the group waiting to be sent. The first caller to find no group in
-    /// flight sends the whole group through the window of confirms and hands each message
+    /// The message joins the group waiting to be sent. The first caller to find a channel
+    /// free sends the whole group through the window of confirms and hands each message
     /// its own result; the others wait for theirs. A caller dropped while it sends its group
     /// leaves the other messages of the group with an error (their callers keep the
     /// originals), never with a success that was not confirmed.
@@ -156,7 +172,7 @@ impl ConfirmingPublisher {
                         format!("the group carrying {} was abandoned before its confirm", item.id),
                     )));
                 }
-                turn = self.group_sender.lock() => {
+                turn = self.group_senders.acquire() => {
                     let group = std::mem::take(&mut *self.waiting_list());
                     if group.is_empty() {
                         // Another caller sent this message's group: its result is on the way.
@@ -228,8 +244,15 @@ impl ConfirmingPublisher {
     /// confirms with it, and every message comes back with a `Timeout` error, so a retry or a
     /// park hands its delivery back instead of hanging with the lock held.
     async fn send_checked(&self, items: &[Outbound<'_>]) -> Vec<Result<()>> {
+        // Waiting for a free channel counts against the timeout too: under an alarm every
+        // channel is stuck on its confirms.
+        let mut held = None;
+        let sending = async {
+            let slot = held.insert(self.free_channel().await);
+            self.send_confirmed(&mut slot.1, items).await
+        };
         let confirmed = tokio::select! {
-            r = tokio::time::timeout(self.confirm_timeout, self.send_confirmed(items)) => r,
+            r = tokio::time::timeout(self.confirm_timeout, sending) => r,
             // A clean close of the link: what is unconfirmed now is handed back at once (the
             // caller keeps the message), not after the confirm timeout.
             () = self.broker.until_closing() => {
@@ -249,9 +272,7 @@ impl ConfirmingPublisher {
             Err(_) => {
                 metrics::counter!(m::CONFIRM_TIMEOUTS, "transport" => TRANSPORT).increment(1);
                 // The channel may still owe confirms: never reuse it.
-                if let Ok(mut slot) = self.channel.try_lock()
-                    && let Some(ch) = slot.take()
-                {
+                if let Some(ch) = held.and_then(|(_, mut slot)| slot.take()) {
                     tokio::spawn(async move {
                         let _ = tokio::time::timeout(
                             std::time::Duration::from_secs(5),
@@ -281,9 +302,29 @@ impl ConfirmingPublisher {
         }
     }
 
-    async fn send_confirmed(&self, items: &[Outbound<'_>]) -> Vec<Result<()>> {
-        let mut slot = self.channel.lock().await;
-        let ch = match self.ensure_channel(&mut slot).await {
+    /// A channel no other caller is sending on, the lowest free one (the others are opened
+    /// only when callers overlap).
+    async fn free_channel(&self) -> ChannelSlot<'_> {
+        let permit = self
+            .free
+            .acquire()
+            .await
+            .expect("the publisher never closes its semaphore");
+        // A permit holder always finds one unlocked: channels are locked only under a permit.
+        for slot in &self.channels {
+            if let Ok(guard) = slot.try_lock() {
+                return (permit, guard);
+            }
+        }
+        (permit, self.channels[0].lock().await)
+    }
+
+    async fn send_confirmed(
+        &self,
+        slot: &mut Option<Channel>,
+        items: &[Outbound<'_>],
+    ) -> Vec<Result<()>> {
+        let ch = match self.ensure_channel(slot).await {
             Ok(ch) => ch,
             Err(e) => {
                 return items
@@ -416,6 +457,12 @@ impl ConfirmingPublisher {
         }
     }
 }
+
+/// A free channel and the permit that found it.
+type ChannelSlot<'a> = (
+    tokio::sync::SemaphorePermit<'a>,
+    tokio::sync::MutexGuard<'a, Option<Channel>>,
+);
 
 /// One publish waiting for its confirm.
 struct InFlight {

@@ -203,3 +203,46 @@ async fn single_sends_at_once_share_confirm_waits_and_each_gets_its_own_result()
         "every confirmed message is in the queue, once"
     );
 }
+
+#[tokio::test]
+async fn a_single_send_does_not_wait_for_the_confirms_of_another_callers_batch() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("apart", &["bulk", "one"]).await;
+    let p = t.publisher();
+    // A batch large enough to keep its channel busy for a while (seconds here).
+    let bulk: Vec<_> = (0..20_000).map(|i| msg("bulk", i)).collect();
+    let batch = {
+        let p = p.clone();
+        tokio::spawn(async move { p.publish_batch(&bulk).await })
+    };
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || async {
+            t.broker.stats().max_in_flight() >= 2
+        })
+        .await,
+        "the batch is under way"
+    );
+    let started = Instant::now();
+    p.publish(&msg("one", 0))
+        .await
+        .expect("the single message is confirmed");
+    assert!(
+        !batch.is_finished(),
+        "a single message was confirmed only after the other caller's whole batch \
+         ({:?}): it waited for that batch's confirms instead of going out on a channel of its own",
+        started.elapsed()
+    );
+    let results = batch.await.expect("batch task");
+    assert!(
+        results.iter().all(Result::is_ok),
+        "every bulk message is confirmed"
+    );
+    let q = topo.names("apart").work_queue;
+    assert!(
+        common::eventually(std::time::Duration::from_secs(15), || async {
+            t.queue_messages(&q).await == 20_001
+        })
+        .await,
+        "every confirmed message is in the queue, once"
+    );
+}

@@ -23,7 +23,8 @@ pub trait BrokerWorkload: Sized + Send + Sync {
     async fn delete(self) -> Result<(), BenchError>;
 }
 
-/// Where the servers are, from the environment with localhost defaults.
+/// Where the servers are, from the environment with localhost defaults, and how postroom's
+/// links to them are set up.
 #[derive(Clone)]
 pub struct Endpoints {
     /// Admin URL of PostgreSQL (`POSTROOM_TEST_PG`).
@@ -36,6 +37,9 @@ pub struct Endpoints {
     pub nats: String,
     /// Kafka bootstrap brokers, `host:port` (`POSTROOM_TEST_KAFKA`).
     pub kafka: String,
+    /// Channels each of postroom's RabbitMQ publishers confirms on at once
+    /// (`BrokerOptions::publisher_channels`; the bench's `--publisher-channels`).
+    pub publisher_channels: usize,
 }
 
 /// Hand-written: the URLs may hold passwords.
@@ -47,6 +51,7 @@ impl std::fmt::Debug for Endpoints {
             .field("rabbit_api", &postroom_ops::redact(&self.rabbit_api))
             .field("nats", &postroom_ops::redact(&self.nats))
             .field("kafka", &self.kafka)
+            .field("publisher_channels", &self.publisher_channels)
             .finish()
     }
 }
@@ -71,6 +76,7 @@ impl Endpoints {
             ),
             nats: var("POSTROOM_TEST_NATS", "nats://127.0.0.1:4222"),
             kafka: var("POSTROOM_TEST_KAFKA", "127.0.0.1:9092"),
+            publisher_channels: postroom_rabbitmq::BrokerOptions::default().publisher_channels,
         }
     }
 }

@@ -72,7 +72,11 @@ impl Workload {
         };
         let api =
             ManagementApi::new(&endpoints.rabbit_api, &config.vhost).ctx("management API URL")?;
-        let broker = Broker::connect(&endpoints.amqp)
+        let options = postroom_rabbitmq::BrokerOptions {
+            publisher_channels: endpoints.publisher_channels,
+            ..Default::default()
+        };
+        let broker = Broker::connect_with(&endpoints.amqp, options)
             .await
             .map_err(|e| unavailable("RabbitMQ", &endpoints.amqp, e.to_string()))?;
         let raw = Connection::connect(&endpoints.amqp, ConnectionProperties::default())
