@@ -129,9 +129,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub relay_lanes: u16,
 
-    /// In the relay scenarios to a broker, postroom's outbox deletes each row once its
-    /// publish is confirmed instead of marking it published (`PgOutbox::delete_on_publish`:
-    /// cheaper marks, no record of what was published).
+    /// In the relay scenarios to a broker and in `e2e`, postroom's outbox deletes each row
+    /// once its publish is confirmed instead of marking it published
+    /// (`PgOutbox::delete_on_publish`, `postroom relay --retention 0s`: cheaper marks, no
+    /// record of what was published).
     #[arg(long)]
     pub relay_delete_published: bool,
 

@@ -87,6 +87,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         batch,
         bytes: a.payload_bytes,
         ladder: ladder.clone(),
+        delete_published: a.relay_delete_published,
     };
     let per_shape = shape(Mode::PerMessage, conc, a.e2e_prefetch);
     let batched_shape = shape(Mode::Batched, lanes, batched_prefetch);
@@ -132,6 +133,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         "retry_delay": a.e2e_retry_delay,
         "outbox_rows_per_transaction": batch,
         "relay_batch": batch,
+        "relay_deletes_published": a.relay_delete_published,
         "raw_publish_window": batch,
     });
     let per_load = Load::new(a.payload_bytes, conc, usize::from(a.e2e_prefetch), 1, mix.n);

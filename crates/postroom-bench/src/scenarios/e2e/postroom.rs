@@ -161,6 +161,9 @@ pub struct Shape {
     pub bytes: usize,
     /// The retry ladder (one stage).
     pub ladder: RetryLadder,
+    /// The relay deletes each row once its publish is confirmed (`--retention 0s`) instead
+    /// of marking it published.
+    pub delete_published: bool,
 }
 
 /// One round: the producer writes the mix into the outbox while the relay and the consumer
@@ -205,8 +208,13 @@ pub async fn round(
             (tokio::spawn(async move { c.run(sub, rx).await }), stats)
         }
     };
+    let outbox = if shape.delete_published {
+        store.outbox().delete_on_publish()
+    } else {
+        store.outbox()
+    };
     let relay = OutboxRelay::new(
-        Arc::new(store.outbox()),
+        Arc::new(outbox),
         w.publisher(),
         RelayConfig {
             relay_id: "bench-e2e".into(),
