@@ -70,6 +70,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "last_errors",
         sql: include_str!("../migrations/0010_last_errors.sql"),
     },
+    Migration {
+        version: 11,
+        name: "outbox_quiet_insert",
+        sql: include_str!("../migrations/0011_outbox_quiet_insert.sql"),
+    },
 ];
 
 /// The latest schema version this crate knows.

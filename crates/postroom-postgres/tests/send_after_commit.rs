@@ -263,3 +263,116 @@ async fn producers_sending_the_same_aggregates_at_once_beside_a_relay_keep_their
         }
     }
 }
+
+/// The notifications that reached `listener` on the outbox's channel before a sentinel sent
+/// now (notifications arrive in commit order, so the sentinel comes after every earlier one).
+async fn notifications_so_far(s: &PgStore, listener: &mut sqlx::postgres::PgListener) -> usize {
+    sqlx::query("SELECT pg_notify(current_schema() || '.' || $1, 'sentinel')")
+        .bind(s.prefix().outbox_channel())
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let mut seen = 0;
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .expect("the sentinel notification arrives")
+            .unwrap();
+        if n.payload() == "sentinel" {
+            return seen;
+        }
+        seen += 1;
+    }
+}
+
+#[tokio::test]
+async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to_one() {
+    let (s, _db) = fresh_store(6).await;
+    let q = queue(&s);
+    let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
+    let schema: String = sqlx::query_scalar("SELECT current_schema()")
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
+    let mut listener = sqlx::postgres::PgListener::connect_with(s.pool())
+        .await
+        .unwrap();
+    listener
+        .listen(&format!("{schema}.{}", s.prefix().outbox_channel()))
+        .await
+        .unwrap();
+    // Rows the producer sends and marks itself: nothing for a relay to do.
+    let rows = vec![outgoing("a", 1), outgoing("b", 1)];
+    let to_send = written_to_send(&s, &rows, Duration::from_secs(30)).await;
+    assert_eq!(to_send.len(), 2);
+    let sent = sender(&s, &q).send(to_send).await.unwrap();
+    assert_eq!(sent.published, 2);
+    assert_eq!(
+        notifications_so_far(&s, &mut listener).await,
+        0,
+        "neither the producer's insert nor its mark woke the relays"
+    );
+    // A plain insert still wakes them.
+    let mut tx = s.begin().await.unwrap();
+    let c1 = outgoing("c", 1);
+    outbox::enqueue_batch(&mut tx, s.prefix(), std::slice::from_ref(&c1))
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    assert!(
+        notifications_so_far(&s, &mut listener).await >= 1,
+        "a plain insert wakes the relays"
+    );
+    // A row left behind its unpublished predecessor (c1) is the relays' work: they are woken,
+    // and woken again when the predecessor's mark makes it a head.
+    let c2 = outgoing("c", 2);
+    let to_send = written_to_send(&s, std::slice::from_ref(&c2), Duration::from_secs(30)).await;
+    assert!(to_send.is_empty(), "c2 waits behind c1");
+    assert!(
+        notifications_so_far(&s, &mut listener).await >= 1,
+        "a row left to the relays wakes them"
+    );
+    let claimed = s
+        .outbox()
+        .claim("relay", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![c1.0.id]
+    );
+    s.outbox()
+        .mark_published("relay", &[c1.0.id])
+        .await
+        .unwrap();
+    assert!(
+        notifications_so_far(&s, &mut listener).await >= 1,
+        "a mark that leaves a new head wakes the relays"
+    );
+    // The quiet insert ends with the producer's leasing statement: a plain insert later in
+    // the same transaction wakes the relays.
+    let mut tx = s.begin().await.unwrap();
+    let sent_later = outbox::enqueue_to_send(
+        &mut tx,
+        s.prefix(),
+        &[outgoing("d", 1)],
+        "producer-1",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sent_later.len(), 1);
+    outbox::enqueue_batch(&mut tx, s.prefix(), &[outgoing("e", 1)])
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    assert!(
+        notifications_so_far(&s, &mut listener).await >= 1,
+        "the plain insert after the producer's own rows wakes the relays"
+    );
+    // The rows the producer sent were delivered once each.
+    assert_eq!(
+        received(&mut sub, 2).await,
+        vec![rows[0].0.id, rows[1].0.id]
+    );
+}

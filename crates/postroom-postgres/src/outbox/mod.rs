@@ -74,9 +74,27 @@ pub async fn enqueue_batch(
     prefix: &TablePrefix,
     msgs: &[(OutgoingMessage, String)],
 ) -> Result<()> {
+    insert_batch(conn, prefix, msgs, false).await
+}
+
+/// [`enqueue_batch`]; `quiet`: the insert wakes no relay (the caller leases the rows, and
+/// notifies if it leaves any to the relays), see [`send`].
+async fn insert_batch(
+    conn: &mut PgConnection,
+    prefix: &TablePrefix,
+    msgs: &[(OutgoingMessage, String)],
+    quiet: bool,
+) -> Result<()> {
     if msgs.is_empty() {
         return Ok(());
     }
+    // The insert trigger reads the setting (a transaction-local one, reset by the leasing
+    // statement): set in a CTE of the insert itself, it costs no round trip.
+    let quiet_sql = if quiet {
+        "set_config('postroom.outbox_quiet', current_schema() || '.' || $8, true)"
+    } else {
+        "''"
+    };
     let mut keys: Vec<&str> = msgs.iter().map(|(_, k)| k.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -85,7 +103,7 @@ pub async fn enqueue_batch(
                     FROM (SELECT DISTINCT hashtext(k) & {slots} AS s FROM unnest($7::text[]) AS k) AS slots ORDER BY s)
          INSERT INTO {p}outbox (id, aggregate_key, route_kind, route, headers, body)
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bytea[])
-         WHERE (SELECT count(*) FROM l) >= 0",
+         WHERE (SELECT count(*) FROM l) >= 0 AND {quiet_sql} IS NOT NULL",
         p = prefix,
         slots = LOCK_SLOTS - 1
     );
@@ -101,17 +119,18 @@ pub async fn enqueue_batch(
         headers.push(Json(&m.headers));
         bodies.push(m.body.as_slice());
     }
-    sqlx::query(&sql)
+    let mut q = sqlx::query(&sql)
         .bind(ids)
         .bind(aggs)
         .bind(kinds)
         .bind(routes)
         .bind(headers)
         .bind(bodies)
-        .bind(keys)
-        .execute(conn)
-        .await
-        .pg()?;
+        .bind(keys);
+    if quiet {
+        q = q.bind(prefix.outbox_channel());
+    }
+    q.execute(conn).await.pg()?;
     Ok(())
 }
 
@@ -147,10 +166,16 @@ impl ClaimSql {
             mark_and_claim: [false, true]
                 .map(|lock_first| mark_and_claim_sql(prefix, lock_first, delete)),
             // The successors of the marked rows are heads now: the notification wakes
-            // relays that found nothing to claim.
+            // relays that found nothing to claim. A mark that leaves no successor (a
+            // producer sending its own rows, the last rows of a backlog) wakes nobody.
             mark: format!(
                 "WITH u AS ({mark})
-                 SELECT pg_notify(current_schema() || '.' || $2, '') FROM (SELECT 1 FROM u LIMIT 1) AS any_row",
+                 SELECT pg_notify(current_schema() || '.' || $2, '')
+                 FROM (SELECT 1 FROM u
+                       WHERE EXISTS (SELECT 1 FROM {prefix}outbox e
+                                     WHERE e.aggregate_key = u.aggregate_key AND e.published_at IS NULL
+                                       AND e.seq > u.seq)
+                       LIMIT 1) AS left_a_head",
                 mark = mark_rows(prefix, delete, "$1"),
             ),
         }
