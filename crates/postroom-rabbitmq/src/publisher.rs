@@ -163,20 +163,27 @@ impl ConfirmingPublisher {
             body: item.body.to_vec(),
             result,
         });
+        let abandoned = |_| {
+            Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "the group carrying {} was abandoned before its confirm",
+                    item.id
+                ),
+            ))
+        };
         loop {
             tokio::select! {
                 biased;
-                r = &mut mine => {
-                    return r.unwrap_or_else(|_| Err(Error::new(
-                        ErrorKind::Io,
-                        format!("the group carrying {} was abandoned before its confirm", item.id),
-                    )));
-                }
+                r = &mut mine => return r.unwrap_or_else(abandoned),
                 turn = self.group_senders.acquire() => {
                     let group = std::mem::take(&mut *self.waiting_list());
                     if group.is_empty() {
-                        // Another caller sent this message's group: its result is on the way.
-                        continue;
+                        // Another caller took this message into its group: the result is on
+                        // the way. Waiting for it (not for another turn, which other free
+                        // channels would grant at once, again and again) costs nothing.
+                        drop(turn);
+                        return mine.await.unwrap_or_else(abandoned);
                     }
                     let items: Vec<Outbound<'_>> = group.iter().map(Waiting::outbound).collect();
                     let results = self.send_checked(&items).await;
