@@ -136,9 +136,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub relay_delete_published: bool,
 
-    /// Channels each of postroom's RabbitMQ publishers confirms on at once (1: one caller's
-    /// confirms at a time, callers take turns).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Channels each of postroom's RabbitMQ publishers confirms on at once
+    /// (`BrokerOptions::publisher_channels`; 1, the default: callers take turns, each group
+    /// waiting for the previous group's confirms).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub publisher_channels: u16,
 
     /// Runs of each throughput pair, alternating postroom and raw; the median of each counts.

@@ -6,8 +6,8 @@
 //! confirmed, and each message is matched to its own outcome. A channel is used by one caller
 //! at a time, never concurrently (a basic.return rides on whichever confirm the client
 //! resolves next, so one owner must collect every confirm of a channel's window); a publisher
-//! keeps several channels (`BrokerOptions::publisher_channels`), so callers whose confirms are
-//! outstanding at once each hold their own instead of taking turns. Each subscriber of a
+//! may keep several channels (`BrokerOptions::publisher_channels`), so callers whose confirms
+//! are outstanding at once each hold their own instead of taking turns. Each subscriber of a
 //! transport settles through a publisher of its own, so a producer's large batch never holds
 //! up a consumer's retries.
 //!

@@ -205,8 +205,11 @@ async fn single_sends_at_once_share_confirm_waits_and_each_gets_its_own_result()
 }
 
 #[tokio::test]
-async fn a_single_send_does_not_wait_for_the_confirms_of_another_callers_batch() {
-    let t = TestRabbit::new("1s").await;
+async fn with_several_channels_a_single_send_does_not_wait_for_another_callers_batch() {
+    let t = TestRabbit::on(&common::amqp_url(), &common::api_url(), "1s", |o| {
+        o.publisher_channels = 4;
+    })
+    .await;
     let topo = t.add_consumer("apart", &["bulk", "one"]).await;
     let p = t.publisher();
     // A batch large enough to keep its channel busy for a while (seconds here).
