@@ -31,7 +31,8 @@ pub struct BrokerOptions {
     /// next message as soon as the oldest one is confirmed, instead of waiting for the whole
     /// batch (at least 1).
     pub confirm_window: usize,
-    /// Channels a publisher confirms on at once (at least 1; default 1). With one, callers
+    /// Channels a publisher confirms on at once (1 to 64, a value outside is taken as the
+    /// nearest; default 1). With one, callers
     /// take turns: messages that arrive while a group waits for its confirms go out together
     /// in the next group. With more, a caller whose confirms are outstanding holds one
     /// channel and another caller sends on the next one instead of waiting (opened as

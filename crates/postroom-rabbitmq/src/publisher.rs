@@ -109,7 +109,10 @@ impl ConfirmingPublisher {
     #[must_use]
     pub fn new(broker: Arc<Broker>, config: &TopologyConfig) -> Self {
         let stats = broker.stats();
-        let channels = broker.options().publisher_channels.max(1);
+        let channels = broker
+            .options()
+            .publisher_channels
+            .clamp(1, MAX_PUBLISHER_CHANNELS);
         Self {
             confirm_timeout: broker.options().confirm_timeout,
             window: broker.options().confirm_window,
@@ -179,6 +182,7 @@ impl ConfirmingPublisher {
                 turn = self.group_senders.acquire() => {
                     let group = std::mem::take(&mut *self.waiting_list());
                     if group.is_empty() {
+                        self.stats.record_empty_group_turn();
                         // Another caller took this message into its group: the result is on
                         // the way. Waiting for it (not for another turn, which other free
                         // channels would grant at once, again and again) costs nothing.
@@ -464,6 +468,9 @@ impl ConfirmingPublisher {
         }
     }
 }
+
+/// The most channels a publisher opens, whatever `BrokerOptions::publisher_channels` asks.
+pub const MAX_PUBLISHER_CHANNELS: usize = 64;
 
 /// A free channel and the permit that found it.
 type ChannelSlot<'a> = (

@@ -20,6 +20,7 @@ pub struct LinkStats {
     ack_acts: AtomicU64,
     acked: AtomicU64,
     acked_by_runs: AtomicU64,
+    empty_group_turns: AtomicU64,
 }
 
 impl LinkStats {
@@ -71,6 +72,18 @@ impl LinkStats {
             self.acked_by_runs
                 .fetch_add(deliveries as u64, Ordering::Relaxed);
         }
+    }
+
+    /// A caller took a publisher's turn to send the waiting single messages and found none
+    /// (another caller had taken its message into a group).
+    pub fn record_empty_group_turn(&self) {
+        self.empty_group_turns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many turns to send single messages found none waiting.
+    #[must_use]
+    pub fn empty_group_turns(&self) -> u64 {
+        self.empty_group_turns.load(Ordering::Relaxed)
     }
 
     /// The most confirms one publisher had outstanding at once.

@@ -249,3 +249,30 @@ async fn with_several_channels_a_single_send_does_not_wait_for_another_callers_b
         "every confirmed message is in the queue, once"
     );
 }
+
+#[tokio::test]
+async fn with_several_channels_a_caller_whose_message_was_taken_waits_for_its_result() {
+    let t = TestRabbit::on(&common::amqp_url(), &common::api_url(), "1s", |o| {
+        o.publisher_channels = 4;
+    })
+    .await;
+    t.add_consumer("waits", &["routed"]).await;
+    let p = t.publisher();
+    let sends: Vec<_> = (0..120)
+        .map(|i| {
+            let p = p.clone();
+            tokio::spawn(async move { p.publish(&msg("routed", i)).await })
+        })
+        .collect();
+    for s in sends {
+        s.await.expect("send task").expect("confirmed");
+    }
+    // A caller finds the waiting list empty at most once: then its message is in another
+    // caller's group, and it waits for the result instead of taking free channels' turns
+    // over and over.
+    let empty = t.broker.stats().empty_group_turns();
+    assert!(
+        empty <= 120,
+        "{empty} turns found nothing to send for 120 callers: callers spun on free channels"
+    );
+}
