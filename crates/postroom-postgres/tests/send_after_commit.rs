@@ -285,6 +285,11 @@ async fn notifications_so_far(s: &PgStore, listener: &mut sqlx::postgres::PgList
     }
 }
 
+/// At least one notification reached `listener` since the last look, for `why`.
+async fn assert_relays_woken(s: &PgStore, listener: &mut sqlx::postgres::PgListener, why: &str) {
+    assert!(notifications_so_far(s, listener).await >= 1, "{why}");
+}
+
 #[tokio::test]
 async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to_one() {
     let (s, _db) = fresh_store(6).await;
@@ -319,19 +324,13 @@ async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to
         .await
         .unwrap();
     commit(tx).await.unwrap();
-    assert!(
-        notifications_so_far(&s, &mut listener).await >= 1,
-        "a plain insert wakes the relays"
-    );
+    assert_relays_woken(&s, &mut listener, "a plain insert wakes the relays").await;
     // A row left behind its unpublished predecessor (c1) is the relays' work: they are woken,
     // and woken again when the predecessor's mark makes it a head.
     let c2 = outgoing("c", 2);
     let to_send = written_to_send(&s, std::slice::from_ref(&c2), Duration::from_secs(30)).await;
     assert!(to_send.is_empty(), "c2 waits behind c1");
-    assert!(
-        notifications_so_far(&s, &mut listener).await >= 1,
-        "a row left to the relays wakes them"
-    );
+    assert_relays_woken(&s, &mut listener, "a row left to the relays wakes them").await;
     let claimed = s
         .outbox()
         .claim("relay", 10, Duration::from_secs(30))
@@ -345,10 +344,12 @@ async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to
         .mark_published("relay", &[c1.0.id])
         .await
         .unwrap();
-    assert!(
-        notifications_so_far(&s, &mut listener).await >= 1,
-        "a mark that leaves a new head wakes the relays"
-    );
+    assert_relays_woken(
+        &s,
+        &mut listener,
+        "a mark that leaves a new head wakes the relays",
+    )
+    .await;
     // The quiet insert ends with the producer's leasing statement: a plain insert later in
     // the same transaction wakes the relays.
     let mut tx = s.begin().await.unwrap();
@@ -366,10 +367,12 @@ async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to
         .await
         .unwrap();
     commit(tx).await.unwrap();
-    assert!(
-        notifications_so_far(&s, &mut listener).await >= 1,
-        "the plain insert after the producer's own rows wakes the relays"
-    );
+    assert_relays_woken(
+        &s,
+        &mut listener,
+        "the plain insert after the producer's own rows wakes the relays",
+    )
+    .await;
     // The rows the producer sent were delivered once each.
     assert_eq!(
         received(&mut sub, 2).await,
