@@ -6,8 +6,6 @@
 mod common;
 
 use common::{TestRabbit, eventually, order};
-use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::{
     EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, OutgoingMessage, RetryPolicy,
@@ -65,20 +63,7 @@ async fn subscribe_returns_with_the_consumer_attached() {
     let topo = t.add_consumer("ready", &["order.created"]).await;
     let transport = t.transport();
     let queue = topo.names("ready").work_queue;
-    let ch = t.broker.channel().await.unwrap();
-    let consumers = || async {
-        ch.queue_declare(
-            &queue,
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap()
-        .consumer_count()
-    };
+    let consumers = || t.consumers(&queue);
     assert_eq!(consumers().await, 0);
     let mut sub = transport
         .subscribe(&Subscription::new("ready", &["order.created"]))

@@ -76,14 +76,10 @@ async fn consumer_cancelled_by_the_broker_is_counted_and_resumes() {
     let running = run_probe(&t, "cc", 2, &publisher, &probe, policy("1s", 3), 1);
     assert!(
         eventually(Duration::from_secs(10), || async {
-            t.api
-                .queue(&topo.names("cc").work_queue)
-                .await
-                .unwrap()
-                .and_then(|q| q.consumers)
-                == Some(1)
+            t.consumers(&topo.names("cc").work_queue).await == 1
         })
-        .await
+        .await,
+        "the consumer attached"
     );
     t.api
         .delete_queue(&topo.names("cc").work_queue)

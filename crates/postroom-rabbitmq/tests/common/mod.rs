@@ -194,6 +194,27 @@ impl TestRabbit {
             .unwrap()
     }
 
+    /// Consumers attached to `queue` as the broker knows them now (a passive declare; the
+    /// management API's count lags by its statistics interval, seconds on a busy node).
+    pub async fn consumers(&self, queue: &str) -> u32 {
+        use lapin::options::QueueDeclareOptions;
+        use lapin::types::FieldTable;
+        let ch = self.broker.channel().await.expect("channel");
+        let ok = ch
+            .queue_declare(
+                queue,
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("passive declare");
+        let _ = ch.close(200, "done").await;
+        ok.consumer_count()
+    }
+
     /// Messages in a queue per the management API (refreshed every few seconds by the broker).
     pub async fn queue_messages(&self, queue: &str) -> u64 {
         self.api
