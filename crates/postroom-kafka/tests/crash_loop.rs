@@ -11,7 +11,6 @@
 mod common;
 
 use common::{TestKafka, brokers};
-use postroom_core::outcome::codes;
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
     Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
@@ -19,6 +18,7 @@ use postroom_core::{
 };
 use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport};
 use postroom_testkit::StoreFixture;
+use postroom_testkit::cases::crash_loop::{assert_parked_as_crash_loop, crash_until_parked};
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use std::io::Write;
@@ -158,36 +158,20 @@ async fn a_record_that_kills_its_consumer_every_time_is_parked_as_a_crash_loop()
             .unwrap();
     }
 
-    let (mut crashes, mut spawned) = (0u32, 0u32);
     let deadline = Instant::now() + Duration::from_secs(150);
-    let mut survivor = None;
-    while survivor.is_none() {
-        assert!(
-            spawned < 2 * MAX_DELIVERIES,
-            "never parked after {spawned} consumer processes"
-        );
-        let mut child = spawn_consumer(&kafka.prefix, &log);
-        spawned += 1;
-        // Either the poison takes the process down, or the process parks it.
-        loop {
-            assert!(Instant::now() < deadline, "not parked within 150 s");
-            if let Some(status) = child.try_wait().unwrap() {
-                assert_eq!(
-                    status.signal(),
-                    Some(6),
-                    "the handler aborted the process ({status})"
-                );
-                crashes += 1;
-                break;
-            }
-            if parking_records(&config) > 0 {
-                survivor = Some(child);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    let mut survivor = survivor.unwrap();
+    let run = crash_until_parked(
+        || spawn_consumer(&kafka.prefix, &log),
+        || std::future::ready(parking_records(&config) > 0),
+        |status| status.signal() == Some(6),
+        2 * MAX_DELIVERIES,
+        Duration::from_secs(150),
+    )
+    .await;
+    let crashes = run.crashes;
+    assert!(
+        run.survivor.is_some(),
+        "a running consumer parked the poison"
+    );
     // The group's offset moves past the parked record and every innocent one.
     let mut backlog = transport.backlog(CONSUMER).await.unwrap();
     while backlog.ready > 0 {
@@ -198,8 +182,7 @@ async fn a_record_that_kills_its_consumer_every_time_is_parked_as_a_crash_loop()
         tokio::time::sleep(Duration::from_millis(200)).await;
         backlog = transport.backlog(CONSUMER).await.unwrap();
     }
-    survivor.kill().unwrap();
-    let _ = survivor.wait();
+    drop(run); // kills the survivor
 
     // Every delivery below the bound is counted in the ledger when it is fetched: the poison
     // is handled on each one a process lived to handle (and dies of it), then parked
@@ -241,14 +224,6 @@ async fn a_record_that_kills_its_consumer_every_time_is_parked_as_a_crash_loop()
     };
     let parked = store.parking().search(&filter, 100).await.unwrap();
     assert_eq!(parked.len(), 1, "only the poison is parked: {parked:?}");
-    let p = &parked[0];
-    assert_eq!(p.message_id, poison.id);
-    assert_eq!(p.error_code, codes::CRASH_LOOP);
-    assert!(
-        p.error_message
-            .contains(&format!("delivered {MAX_DELIVERIES} times")),
-        "{}",
-        p.error_message
-    );
-    assert_eq!(p.consumer_version, "crash-1");
+    assert_eq!(parked[0].message_id, poison.id);
+    assert_parked_as_crash_loop(&parked[0], MAX_DELIVERIES, "crash-1");
 }

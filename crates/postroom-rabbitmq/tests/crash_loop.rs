@@ -23,10 +23,11 @@ use postroom_core::{
     Subscription, Transport, async_trait,
 };
 use postroom_rabbitmq::{Broker, RabbitTransport, RetryStyle, TopologyConfig};
+use postroom_testkit::cases::crash_loop;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_PREFIX: &str = "POSTROOM_CRASH_PREFIX";
 const CHILD_STYLE: &str = "POSTROOM_CRASH_STYLE";
@@ -153,34 +154,17 @@ async fn crash_until_parked(
         .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
         .await
         .unwrap();
-    let (mut crashes, mut spawned) = (0, 0);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let found = loop {
-        let found = parked(&t, &store).await;
-        if !found.is_empty() {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "not parked within 90 s");
-        assert!(
-            spawned < 4 * DELIVERY_LIMIT,
-            "never parked after {spawned} consumer processes"
-        );
-        let mut child = spawn_consumer(test, &t.prefix, style_name, &log);
-        spawned += 1;
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                assert_eq!(status.code(), Some(9), "the handler exited the process");
-                crashes += 1;
-                break;
-            }
-            if !parked(&t, &store).await.is_empty() {
-                child.kill().unwrap();
-                let _ = child.wait();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
+    let run = crash_loop::crash_until_parked(
+        || spawn_consumer(test, &t.prefix, style_name, &log),
+        || async { !parked(&t, &store).await.is_empty() },
+        |status| status.code() == Some(9),
+        4 * DELIVERY_LIMIT,
+        Duration::from_secs(90),
+    )
+    .await;
+    let crashes = run.crashes;
+    drop(run);
+    let found = parked(&t, &store).await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].message_id, env.id);
     let lines = std::fs::read_to_string(&log)

@@ -9,6 +9,7 @@
 use super::order;
 use crate::table_queue::TableQueueFixture;
 use async_trait::async_trait;
+use postroom_core::ParkedMessage;
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::outcome::codes;
 use postroom_core::{
@@ -16,7 +17,7 @@ use postroom_core::{
     Subscription,
 };
 use std::future::Future;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,45 +137,20 @@ pub async fn a_message_that_kills_its_consumer_every_time_is_parked_as_a_crash_l
         .unwrap();
     let parking = store.parking();
 
-    let (mut crashes, mut spawned) = (0, 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while parking.get(env.id).await.unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "not parked within 60 s");
-        assert!(
-            spawned < 2 * MAX_DELIVERIES,
-            "never parked after {spawned} consumer processes"
-        );
-        let mut child = spawn_consumer(&store.address());
-        spawned += 1;
-        // Either the handler takes the process down, or the process parks the message.
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                assert_eq!(status.code(), Some(9), "the handler exited the process");
-                crashes += 1;
-                break;
-            }
-            if !parking.get(env.id).await.unwrap().is_empty() {
-                child.kill().unwrap();
-                let _ = child.wait();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let run = crash_until_parked(
+        || spawn_consumer(&store.address()),
+        || async { !parking.get(env.id).await.unwrap().is_empty() },
+        |status| status.code() == Some(9),
+        2 * MAX_DELIVERIES,
+        Duration::from_secs(60),
+    )
+    .await;
+    let crashes = run.crashes;
+    drop(run);
     let parked = parking.get(env.id).await.unwrap();
     assert_eq!(parked.len(), 1);
     let p = &parked[0];
-    assert_eq!(p.error_code, codes::CRASH_LOOP);
-    assert!(
-        p.error_message
-            .contains(&format!("delivered {MAX_DELIVERIES} times")),
-        "{}",
-        p.error_message
-    );
-    assert_eq!(
-        p.consumer_version, "crash-1",
-        "parked with the consumer's diagnostics"
-    );
+    assert_parked_as_crash_loop(p, MAX_DELIVERIES, "crash-1");
     assert_eq!(p.message_type.as_deref(), Some("order.created"));
     assert_eq!(
         crashes,
@@ -186,5 +162,92 @@ pub async fn a_message_that_kills_its_consumer_every_time_is_parked_as_a_crash_l
         queue.backlog("crashy").await.unwrap(),
         Default::default(),
         "parked, not left in the queue"
+    );
+}
+
+/// A crash-loop run: how many consumer processes the poison took down, and the process that
+/// was running when the poison was found parked (killed on drop), if one was.
+#[derive(Debug)]
+pub struct CrashLoop {
+    /// Processes that died of the handler.
+    pub crashes: u32,
+    /// The process running when the poison was found parked (it parked it, or its broker did).
+    pub survivor: Option<Child>,
+}
+
+impl Drop for CrashLoop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.survivor.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Start consumer processes with `spawn`, one after another, until `parked` says the poison
+/// is parked: each must either die of its handler (`died_of_handler` says so of its exit
+/// status) or be running when the poison is found parked. Fails the test after
+/// `max_processes` processes or `within`.
+pub async fn crash_until_parked<P, F>(
+    mut spawn: impl FnMut() -> Child,
+    mut parked: P,
+    died_of_handler: impl Fn(&ExitStatus) -> bool,
+    max_processes: u32,
+    within: Duration,
+) -> CrashLoop
+where
+    P: FnMut() -> F,
+    F: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    let (mut crashes, mut spawned) = (0, 0);
+    loop {
+        if parked().await {
+            return CrashLoop {
+                crashes,
+                survivor: None,
+            };
+        }
+        assert!(
+            spawned < max_processes,
+            "never parked after {spawned} consumer processes"
+        );
+        let mut child = spawn();
+        spawned += 1;
+        // Either the handler takes the process down, or the poison is parked meanwhile.
+        loop {
+            assert!(Instant::now() < deadline, "not parked within {within:?}");
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(
+                    died_of_handler(&status),
+                    "the handler took the process down ({status})"
+                );
+                crashes += 1;
+                break;
+            }
+            if parked().await {
+                return CrashLoop {
+                    crashes,
+                    survivor: Some(child),
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// `p` was parked as a crash loop after `deliveries` deliveries, with the diagnostics of the
+/// consumer version `version`.
+pub fn assert_parked_as_crash_loop(p: &ParkedMessage, deliveries: u32, version: &str) {
+    assert_eq!(p.error_code, codes::CRASH_LOOP, "{p:?}");
+    assert!(
+        p.error_message
+            .contains(&format!("delivered {deliveries} times")),
+        "{}",
+        p.error_message
+    );
+    assert_eq!(
+        p.consumer_version, version,
+        "parked with the consumer's diagnostics"
     );
 }
