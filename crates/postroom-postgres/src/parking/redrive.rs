@@ -124,6 +124,39 @@ pub(super) async fn pending(
     rows.iter().map(row::from_row).collect()
 }
 
+/// Close the run's item for `m` with `outcome` and count it done, in `tx`. `false` when the
+/// item was closed already (by an earlier, interrupted pass): nothing is counted twice.
+async fn close_item(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    p: &TablePrefix,
+    run_id: &str,
+    m: &ParkedMessage,
+    outcome: &str,
+) -> Result<bool> {
+    let first = sqlx::query(&format!(
+        "UPDATE {p}redrive_items SET done_at = now(), outcome = $4
+         WHERE run_id = $1 AND consumer = $2 AND message_id = $3 AND done_at IS NULL"
+    ))
+    .bind(run_id)
+    .bind(&m.consumer)
+    .bind(m.message_id.as_uuid())
+    .bind(outcome)
+    .execute(&mut **tx)
+    .await
+    .pg()?;
+    if first.rows_affected() != 1 {
+        return Ok(false);
+    }
+    sqlx::query(&format!(
+        "UPDATE {p}redrive_runs SET done = done + 1 WHERE id = $1"
+    ))
+    .bind(run_id)
+    .execute(&mut **tx)
+    .await
+    .pg()?;
+    Ok(true)
+}
+
 pub(super) async fn mark(
     pool: &PgPool,
     p: &TablePrefix,
@@ -131,25 +164,8 @@ pub(super) async fn mark(
     sent: &ParkedMessage,
 ) -> Result<bool> {
     let mut tx = pool.begin().await.pg()?;
-    let first = sqlx::query(&format!(
-        "UPDATE {p}redrive_items SET done_at = now(), outcome = 'redriven'
-         WHERE run_id = $1 AND consumer = $2 AND message_id = $3 AND done_at IS NULL"
-    ))
-    .bind(run_id)
-    .bind(&sent.consumer)
-    .bind(sent.message_id.as_uuid())
-    .execute(&mut *tx)
-    .await
-    .pg()?;
     let mut flipped = false;
-    if first.rows_affected() == 1 {
-        sqlx::query(&format!(
-            "UPDATE {p}redrive_runs SET done = done + 1 WHERE id = $1"
-        ))
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await
-        .pg()?;
+    if close_item(&mut tx, p, run_id, sent, "redriven").await? {
         // Only the parking that was read and sent back: a copy parked again since then has
         // another parked_at and a higher redrive_count, and stays parked.
         let marked = sqlx::query(&format!(
@@ -178,25 +194,6 @@ pub(super) async fn skip(
     reason: &str,
 ) -> Result<()> {
     let mut tx = pool.begin().await.pg()?;
-    let first = sqlx::query(&format!(
-        "UPDATE {p}redrive_items SET done_at = now(), outcome = $4
-         WHERE run_id = $1 AND consumer = $2 AND message_id = $3 AND done_at IS NULL"
-    ))
-    .bind(run_id)
-    .bind(&skipped.consumer)
-    .bind(skipped.message_id.as_uuid())
-    .bind(reason)
-    .execute(&mut *tx)
-    .await
-    .pg()?;
-    if first.rows_affected() == 1 {
-        sqlx::query(&format!(
-            "UPDATE {p}redrive_runs SET done = done + 1 WHERE id = $1"
-        ))
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await
-        .pg()?;
-    }
+    close_item(&mut tx, p, run_id, skipped, reason).await?;
     commit(tx).await
 }
