@@ -59,17 +59,14 @@ pub async fn unknown_error_bounded_then_parked(b: &Arc<Backend>) {
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
     let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    assert!(
-        wait_for(wait, || async { !parked_of(b, &c).await.is_empty() }).await,
-        "parked after its unknown-error retries"
-    );
+    let parked = wait_parked(b, &c, 1, wait, "parked after its unknown-error retries").await;
     run.stop().await;
     assert_eq!(
         h.calls_for(env.id).len() as u32,
         pol.max_unknown_retries + 1,
         "no call beyond the unknown-error budget"
     );
-    let p = &parked_of(b, &c).await[0];
+    let p = &parked[0];
     assert_eq!(p.error_class, ErrorClass::Unknown);
     assert_eq!(p.error_code, "mystery");
     assert_eq!(p.attempts, pol.max_unknown_retries + 1);

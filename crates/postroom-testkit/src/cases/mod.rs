@@ -213,6 +213,28 @@ pub async fn parked_of(b: &Arc<Backend>, consumer: &str) -> Vec<postroom_core::P
     b.parking().search(&f, 1000).await.expect("parking search")
 }
 
+/// Wait up to `within` until `count` messages of `consumer` are parked (failing the test with
+/// `what` otherwise), and return them.
+pub async fn wait_parked(
+    b: &Arc<Backend>,
+    consumer: &str,
+    count: usize,
+    within: Duration,
+    what: &str,
+) -> Vec<postroom_core::ParkedMessage> {
+    assert!(
+        wait_for(within, || async {
+            parked_of(b, consumer).await.len() >= count
+        })
+        .await,
+        "{what}: {} of {count} parked within {within:?}",
+        parked_of(b, consumer).await.len()
+    );
+    let parked = parked_of(b, consumer).await;
+    assert_eq!(parked.len(), count, "{what}: {parked:?}");
+    parked
+}
+
 /// The sum of the suite ladder's delays.
 pub fn ladder_total(b: &Backend) -> Duration {
     b.caps().ladder.delays().iter().sum::<Duration>()

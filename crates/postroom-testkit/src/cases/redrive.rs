@@ -18,12 +18,14 @@ pub async fn redrive_by_criterion_at_rate(b: &Arc<Backend>) {
     }
     b.produce(&other, &topic).await.unwrap();
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            parked_of(b, &c).await.len() == 4
-        })
-        .await
-    );
+    wait_parked(
+        b,
+        &c,
+        4,
+        Duration::from_secs(20),
+        "the failing messages parked",
+    )
+    .await;
     h.set_fault(Fault::None);
     let redriver = postroom_core::Redriver::new(b.parking(), b.publisher());
     let ids: Vec<MessageId> = selected.iter().map(|e| e.id).collect();
@@ -103,12 +105,14 @@ pub async fn redrive_resumes_after_interruption(b: &Arc<Backend>) {
         b.produce(e, &topic).await.unwrap();
     }
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            parked_of(b, &c).await.len() == 4
-        })
-        .await
-    );
+    wait_parked(
+        b,
+        &c,
+        4,
+        Duration::from_secs(20),
+        "the failing messages parked",
+    )
+    .await;
     h.set_fault(Fault::None);
     let filter = ParkingFilter {
         consumer: Some(c.clone()),

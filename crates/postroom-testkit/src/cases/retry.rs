@@ -59,10 +59,7 @@ pub async fn max_attempts_then_park(b: &Arc<Backend>) {
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
     let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    assert!(
-        wait_for(wait, || async { !parked_of(b, &c).await.is_empty() }).await,
-        "parked after the budget"
-    );
+    let parked = wait_parked(b, &c, 1, wait, "parked after the budget").await;
     let recorder = run.recorder();
     run.stop().await;
     assert_eq!(
@@ -70,8 +67,6 @@ pub async fn max_attempts_then_park(b: &Arc<Backend>) {
         pol.max_retries as usize,
         "every retry measured against its due time"
     );
-    let parked = parked_of(b, &c).await;
-    assert_eq!(parked.len(), 1);
     let p = &parked[0];
     assert_eq!(p.message_id, env.id);
     assert_eq!(p.attempts, pol.max_retries + 1);
@@ -106,14 +101,9 @@ pub async fn max_age_parks(b: &Arc<Backend>) {
         .build();
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            !parked_of(b, &c).await.is_empty()
-        })
-        .await
-    );
+    let parked = wait_parked(b, &c, 1, Duration::from_secs(20), "parked past its age").await;
     run.stop().await;
-    let p = &parked_of(b, &c).await[0];
+    let p = &parked[0];
     assert!(p.error_message.contains("deadline"), "{}", p.error_message);
     assert_eq!(h.calls_for(env.id).len(), 1, "no retry past the deadline");
 }
@@ -124,14 +114,9 @@ pub async fn permanent_error_parks_at_once(b: &Arc<Backend>) {
     let env = order("p1", 1);
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            !parked_of(b, &c).await.is_empty()
-        })
-        .await
-    );
+    let parked = wait_parked(b, &c, 1, Duration::from_secs(20), "parked at once").await;
     let stats = run.stop().await;
-    let p = &parked_of(b, &c).await[0];
+    let p = &parked[0];
     assert_eq!(h.calls_for(env.id).len(), 1);
     assert!(stats.retries_by_stage.is_empty());
     assert_eq!(p.message_id, env.id);
