@@ -19,6 +19,9 @@ pub const COMMAND: &str = "demo-consumer";
 /// How long a delivery stays leased in the demo before it is delivered again.
 pub const LEASE: Duration = Duration::from_secs(2);
 
+/// Rejections the demo's orders service handles at once.
+pub const ORDERS_CONCURRENCY: usize = 4;
+
 /// The retry policy the demo uses on `ladder`.
 #[must_use]
 pub fn policy(ladder: RetryLadder) -> RetryPolicy {

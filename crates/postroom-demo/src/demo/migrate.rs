@@ -24,8 +24,7 @@ use crate::shop::{INVENTORY, INVENTORY_TOPICS, ORDERS, ORDERS_TOPICS};
 use crate::stack::{Stack, StackSpec, endpoints};
 use crate::verdict;
 use postroom_core::{
-    Consumer, ConsumerConfig, EnvelopeDecoder, MessageId, OutboxRelay, ParkingIngest, Publisher,
-    RelayConfig, Subscription, Transport,
+    MessageId, OutboxRelay, ParkingIngest, Publisher, RelayConfig, Subscription, Transport,
 };
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::time::parse_ladder;
@@ -325,16 +324,10 @@ async fn spawn_orders_consumer(
     ladder: &postroom_core::RetryLadder,
     stop: &watch::Receiver<bool>,
 ) -> OpsResult<JoinHandle<()>> {
-    let mut cfg = ConsumerConfig::new(
-        ORDERS,
-        EnvelopeDecoder::new().accept("inventory.reservation_rejected", 1..=1),
-    );
-    cfg.retry = consumer::policy(ladder.clone());
-    let consumer = Consumer::new(
-        cfg,
-        Arc::new(RejectionHandler {
-            db: stack.shop.clone(),
-        }),
+    let consumer = RejectionHandler::consumer(
+        stack.shop.clone(),
+        consumer::ORDERS_CONCURRENCY,
+        consumer::policy(ladder.clone()),
     );
     let sub = transport
         .subscribe(&Subscription::new(ORDERS, ORDERS_TOPICS).prefetch(PREFETCH))

@@ -20,8 +20,7 @@ use crate::stack::{Stack, StackSpec, endpoints, shown};
 use crate::verdict;
 use postroom_core::message::headers::ORIGINAL_ROUTE;
 use postroom_core::{
-    Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, MessageId, OutboxRelay, OutgoingMessage,
-    RelayConfig, RetryLadder, Route, Transport,
+    Envelope, MessageId, OutboxRelay, OutgoingMessage, RelayConfig, RetryLadder, Route, Transport,
 };
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::time::parse_ladder;
@@ -79,16 +78,10 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
         let rx = stop_rx.clone();
         async move { relay.run(rx).await }
     });
-    let mut ocfg = ConsumerConfig::new(
-        ORDERS,
-        EnvelopeDecoder::new().accept("inventory.reservation_rejected", 1..=1),
-    );
-    ocfg.retry = consumer::policy(ladder.clone());
-    let orders_consumer = Consumer::new(
-        ocfg,
-        Arc::new(RejectionHandler {
-            db: stack.shop.clone(),
-        }),
+    let orders_consumer = RejectionHandler::consumer(
+        stack.shop.clone(),
+        consumer::ORDERS_CONCURRENCY,
+        consumer::policy(ladder.clone()),
     );
     let orders_sub = stack.subscribe(ORDERS, ORDERS_TOPICS).await?;
     let orders_task = tokio::spawn({

@@ -2,7 +2,10 @@
 
 use super::{INVENTORY, InventoryResult, ORDERS, ShopDb};
 use postroom_core::ordering::VersionDecision;
-use postroom_core::{BatchHandler, Handled, Handler, HandlerError, Incoming, async_trait};
+use postroom_core::{
+    BatchHandler, Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError,
+    Incoming, RetryPolicy, async_trait,
+};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -166,6 +169,20 @@ impl<D: ShopDb + ?Sized> BatchHandler for InventoryHandler<D> {
 pub struct RejectionHandler<D: ?Sized> {
     /// Store.
     pub db: Arc<D>,
+}
+
+impl RejectionHandler<dyn ShopDb> {
+    /// The orders service's consumer of rejections on `db`: `inventory.reservation_rejected`
+    /// version 1, `concurrency` at once, retried by `retry`.
+    pub fn consumer(db: Arc<dyn ShopDb>, concurrency: usize, retry: RetryPolicy) -> Consumer<Self> {
+        let mut cfg = ConsumerConfig::new(
+            ORDERS,
+            EnvelopeDecoder::new().accept("inventory.reservation_rejected", 1..=1),
+        );
+        cfg.concurrency = concurrency;
+        cfg.retry = retry;
+        Consumer::new(cfg, Arc::new(Self { db }))
+    }
 }
 
 #[async_trait]

@@ -8,9 +8,8 @@ use crate::shop::handlers::{HashedFaults, InventoryHandler, RejectionHandler};
 use crate::shop::{INVENTORY, INVENTORY_TOPICS, NewOrder, ORDERS, ORDERS_TOPICS};
 use crate::stack::{Stack, open_child};
 use postroom_core::{
-    BatchConfig, BatchConsumer, BreakerConfig, Consumer, ConsumerConfig, EnvelopeDecoder,
-    MessageId, Ordering, OutboxRelay, OutgoingMessage, RelayConfig, RetryLadder, RetryPolicy,
-    Route,
+    BatchConfig, BatchConsumer, BreakerConfig, Consumer, ConsumerConfig, MessageId, Ordering,
+    OutboxRelay, OutgoingMessage, RelayConfig, RetryLadder, RetryPolicy, Route,
 };
 use postroom_ops::{OpsError, OpsResult};
 use std::sync::Arc;
@@ -105,18 +104,7 @@ async fn consume(stack: &Stack, args: &SoakWorkerArgs, ladder: RetryLadder) -> O
         // One key in one lane, in order: a batch never holds a key another lane is applying.
         icfg.ordering = Ordering::PerKey;
     }
-    let mut ocfg = ConsumerConfig::new(
-        ORDERS,
-        EnvelopeDecoder::new().accept("inventory.reservation_rejected", 1..=1),
-    );
-    ocfg.concurrency = 2;
-    ocfg.retry = policy(ladder);
-    let orders = Consumer::new(
-        ocfg,
-        Arc::new(RejectionHandler {
-            db: stack.shop.clone(),
-        }),
-    );
+    let orders = RejectionHandler::consumer(stack.shop.clone(), 2, policy(ladder));
     let isub = stack.subscribe(INVENTORY, INVENTORY_TOPICS).await?;
     let osub = stack.subscribe(ORDERS, ORDERS_TOPICS).await?;
     println!("READY consumer {}", std::process::id());
