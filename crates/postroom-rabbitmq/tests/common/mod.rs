@@ -37,6 +37,8 @@ pub struct TestRabbit {
     pub config: Mutex<TopologyConfig>,
     pub api: ManagementApi,
     pub broker: Arc<Broker>,
+    /// A link of its own for the tests' passive declares: it outlives a closed transport.
+    probe: Arc<Broker>,
 }
 
 impl TestRabbit {
@@ -81,6 +83,7 @@ impl TestRabbit {
             api_url: api_url.to_string(),
             config: Mutex::new(config),
             api,
+            probe: broker.sibling("probe"),
             broker,
         }
     }
@@ -194,12 +197,23 @@ impl TestRabbit {
             .unwrap()
     }
 
-    /// Consumers attached to `queue` as the broker knows them now (a passive declare; the
-    /// management API's count lags by its statistics interval, seconds on a busy node).
+    /// Consumers attached to `queue` as the broker knows them now.
     pub async fn consumers(&self, queue: &str) -> u32 {
+        self.passive_declare(queue).await.consumer_count()
+    }
+
+    /// Messages ready in `queue` as the broker knows them now (not those delivered and
+    /// unacknowledged: call it with no consumer attached to count them all).
+    pub async fn queue_messages(&self, queue: &str) -> u64 {
+        u64::from(self.passive_declare(queue).await.message_count())
+    }
+
+    /// A passive declare of `queue` on a channel of its own: the broker's counts at this
+    /// moment (the management API's lag by its statistics interval, seconds on a busy node).
+    async fn passive_declare(&self, queue: &str) -> lapin::Queue {
         use lapin::options::QueueDeclareOptions;
         use lapin::types::FieldTable;
-        let ch = self.broker.channel().await.expect("channel");
+        let ch = self.probe.channel().await.expect("channel");
         let ok = ch
             .queue_declare(
                 queue,
@@ -212,17 +226,7 @@ impl TestRabbit {
             .await
             .expect("passive declare");
         let _ = ch.close(200, "done").await;
-        ok.consumer_count()
-    }
-
-    /// Messages in a queue per the management API (refreshed every few seconds by the broker).
-    pub async fn queue_messages(&self, queue: &str) -> u64 {
-        self.api
-            .queue(queue)
-            .await
-            .unwrap()
-            .and_then(|q| q.messages)
-            .unwrap_or(0)
+        ok
     }
 }
 
