@@ -200,19 +200,21 @@ where
     F: Future<Output = bool>,
 {
     let deadline = Instant::now() + within;
-    let (mut crashes, mut spawned) = (0, 0);
+    // The running process lives in `run`, so a failed assertion below kills it on the way out.
+    let mut run = CrashLoop {
+        crashes: 0,
+        survivor: None,
+    };
+    let mut spawned = 0;
     loop {
         if parked().await {
-            return CrashLoop {
-                crashes,
-                survivor: None,
-            };
+            return run;
         }
         assert!(
             spawned < max_processes,
             "never parked after {spawned} consumer processes"
         );
-        let mut child = spawn();
+        let child = run.survivor.insert(spawn());
         spawned += 1;
         // Either the handler takes the process down, or the poison is parked meanwhile.
         loop {
@@ -222,17 +224,15 @@ where
                     died_of_handler(&status),
                     "the handler took the process down ({status})"
                 );
-                crashes += 1;
+                run.crashes += 1;
                 break;
             }
             if parked().await {
-                return CrashLoop {
-                    crashes,
-                    survivor: Some(child),
-                };
+                return run;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        run.survivor = None;
     }
 }
 
