@@ -245,3 +245,21 @@ fn serve_refuses_bad_feeds() {
         "config file, [console] feeds: bad feed \"kafka:9467\"",
     );
 }
+
+#[test]
+fn a_database_that_refuses_connections_is_named_as_refusing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err) = run(
+        dir.path(),
+        &[
+            "parking",
+            "list",
+            "--database",
+            "postgres://app:hunter2secret@127.0.0.1:1/x",
+        ],
+    );
+    assert_eq!(code, Some(3), "a server that cannot be reached: {err}");
+    assert!(err.contains("refused"), "the cause is named: {err}");
+    assert!(!err.contains("hunter2secret"), "password echoed: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -66,10 +66,39 @@ pub use queue::{PgDelivery, PgQueue, PgSubscriber};
 pub use schema::TablePrefix;
 
 use error::SqlxResultExt;
-use postroom_core::Result;
+use postroom_core::{Error, ErrorKind, Result};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 use std::time::Duration;
+
+/// The pool keeps retrying a connection the server refuses (or a host that does not answer)
+/// until its acquire timeout, and then says only that it timed out. One attempt of our own
+/// names the cause: refused, unreachable, a TLS or login failure.
+async fn why_no_connection(connect: &sqlx::postgres::PgConnectOptions, waited: Duration) -> Error {
+    use sqlx::ConnectOptions as _;
+    let what = format!(
+        "no connection to PostgreSQL at {}:{} within {waited:?}",
+        connect.get_host(),
+        connect.get_port()
+    );
+    match tokio::time::timeout(Duration::from_secs(5), connect.connect()).await {
+        Ok(Err(e)) if tls::tls_failure(&e).is_some() => tls::connect_error(e, connect),
+        Ok(Err(e)) => Error::new(ErrorKind::Connection, what).with_source(e),
+        Ok(Ok(conn)) => {
+            let _ = sqlx::Connection::close(conn).await;
+            Error::new(
+                ErrorKind::Connection,
+                format!(
+                    "{what}; the server accepted one only after the pool had given up: try again"
+                ),
+            )
+        }
+        Err(_) => Error::new(
+            ErrorKind::Connection,
+            format!("{what}: a connection attempt got no answer within 5 s"),
+        ),
+    }
+}
 
 /// A pool and a table prefix: the handle every part of this crate is built from.
 #[derive(Clone, Debug)]
@@ -110,9 +139,14 @@ impl PgStore {
             .min_connections(options.min_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_with(connect.clone())
-            .await
-            .map_err(|e| tls::connect_error(e, &connect))?;
-        Ok(Self::from_pool(pool, options.prefix))
+            .await;
+        match pool {
+            Ok(pool) => Ok(Self::from_pool(pool, options.prefix)),
+            Err(sqlx::Error::PoolTimedOut) => {
+                Err(why_no_connection(&connect, options.acquire_timeout).await)
+            }
+            Err(e) => Err(tls::connect_error(e, &connect)),
+        }
     }
 
     /// Use an existing pool and prefix: any pool built with `sqlx::postgres::PgPoolOptions`

@@ -106,7 +106,7 @@ fn mode_name(mode: PgSslMode) -> &'static str {
 /// What went wrong in TLS, when `err` is a TLS failure: the driver's own TLS errors (no TLS
 /// offered, an unreadable CA file) and the handshake's (a certificate that does not verify,
 /// which arrives as an I/O error carrying the rustls error).
-fn tls_failure(err: &sqlx::Error) -> Option<String> {
+pub(crate) fn tls_failure(err: &sqlx::Error) -> Option<String> {
     match err {
         sqlx::Error::Tls(inner) => Some(inner.to_string()),
         sqlx::Error::Io(io) => io

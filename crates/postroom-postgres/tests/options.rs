@@ -111,3 +111,18 @@ async fn the_pool_size_is_the_callers_and_a_bad_url_keeps_its_password() {
     assert!(PgOptions::default().max_connections(0).validate().is_err());
     assert!(PgOptions::default().schema("Bad-Name").is_err());
 }
+
+/// The pool retries a refused connection until its acquire timeout and then says only that it
+/// timed out; the error names the cause.
+#[tokio::test]
+async fn a_server_that_refuses_connections_is_reported_as_refusing_not_as_a_pool_timeout() {
+    let mut options = PgOptions::default();
+    options.acquire_timeout = std::time::Duration::from_millis(500);
+    let e = PgStore::connect_with("postgres://postgres@127.0.0.1:1/postgres", options)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), postroom_core::ErrorKind::Connection, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("refused"), "the cause is named: {text}");
+    assert!(text.contains("127.0.0.1:1"), "the address is named: {text}");
+}
