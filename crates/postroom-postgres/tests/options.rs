@@ -116,8 +116,10 @@ async fn the_pool_size_is_the_callers_and_a_bad_url_keeps_its_password() {
 /// timed out; the error names the cause.
 #[tokio::test]
 async fn a_server_that_refuses_connections_is_reported_as_refusing_not_as_a_pool_timeout() {
-    let mut options = PgOptions::default();
-    options.acquire_timeout = std::time::Duration::from_millis(500);
+    let options = PgOptions {
+        acquire_timeout: std::time::Duration::from_millis(500),
+        ..PgOptions::default()
+    };
     let e = PgStore::connect_with("postgres://postgres@127.0.0.1:1/postgres", options)
         .await
         .unwrap_err();
