@@ -93,8 +93,10 @@ async fn dispatch(cli: Cli) -> OpsResult {
 }
 
 fn init_tracing(format: &str) {
+    // Warnings by default, except the AWS SDK's instance-metadata lookups: off a cloud host
+    // they fail as expected, and what is missing (a region, credentials) is our error's to say.
     let filter = tracing_subscriber::EnvFilter::try_from_env("POSTROOM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,aws_config::imds=error"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

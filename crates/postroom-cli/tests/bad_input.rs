@@ -263,3 +263,28 @@ fn a_database_that_refuses_connections_is_named_as_refusing() {
     assert!(!err.contains("hunter2secret"), "password echoed: {err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("topology.toml"),
+        "prefix = \"p\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
+    )
+    .unwrap();
+    let out = common::postroom_cmd(d, &["topology", "plan", "--broker", "sqs://127.0.0.1:1"])
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_CONFIG_FILE")
+        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
+        .env("HOME", d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no AWS region configured"), "{err}");
+    // Off a cloud host the instance-metadata lookup fails as expected: not worth a warning.
+    assert!(!err.contains("IMDS"), "{err}");
+}
