@@ -288,3 +288,22 @@ fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
     // Off a cloud host the instance-metadata lookup fails as expected: not worth a warning.
     assert!(!err.contains("IMDS"), "{err}");
 }
+
+#[test]
+fn a_database_that_does_not_exist_is_a_configuration_error() {
+    use postroom_testkit::servers::postgres::{server_url, with_database};
+    let dir = tempfile::tempdir().unwrap();
+    let url = with_database(&server_url(), "postroom_no_such_database");
+    let (code, err) = run(dir.path(), &["parking", "list", "--database", &url]);
+    assert_eq!(
+        code,
+        Some(2),
+        "the URL is wrong, not the server down: {err}"
+    );
+    assert!(
+        err.contains("\"postroom_no_such_database\" does not exist")
+            && err.contains("check the URL's database and user"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -71,6 +71,30 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 use std::time::Duration;
 
+/// A connection refused at start-up for a database or a role that does not exist (SQLSTATE
+/// 3D000, class 28) is the URL's mistake: a configuration error, so that a service fails with
+/// a message to fix its settings rather than as an outage to wait out. Only here: the same
+/// codes met later (a database dropped, a password rotated under a running consumer) keep their
+/// usual kind, so that messages are retried rather than parked.
+fn start_up_error(e: sqlx::Error, connect: &sqlx::postgres::PgConnectOptions) -> Error {
+    let code = match &e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    match code.as_deref() {
+        Some(c) if c == "3D000" || c.starts_with("28") => Error::new(
+            ErrorKind::Config,
+            format!(
+                "PostgreSQL at {}:{} refused the connection (check the URL's database and user)",
+                connect.get_host(),
+                connect.get_port()
+            ),
+        )
+        .with_source(e),
+        _ => tls::connect_error(e, connect),
+    }
+}
+
 /// The pool keeps retrying a connection the server refuses (or a host that does not answer)
 /// until its acquire timeout, and then says only that it timed out. One attempt of our own
 /// names the cause: refused, unreachable, a TLS or login failure.
@@ -126,7 +150,7 @@ impl PgStore {
             let mut conn = connect
                 .connect()
                 .await
-                .map_err(|e| tls::connect_error(e, &connect))?;
+                .map_err(|e| start_up_error(e, &connect))?;
             sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
                 .execute(&mut conn)
                 .await
@@ -145,7 +169,7 @@ impl PgStore {
             Err(sqlx::Error::PoolTimedOut) => {
                 Err(why_no_connection(&connect, options.acquire_timeout).await)
             }
-            Err(e) => Err(tls::connect_error(e, &connect)),
+            Err(e) => Err(start_up_error(e, &connect)),
         }
     }
 

@@ -128,3 +128,24 @@ async fn a_server_that_refuses_connections_is_reported_as_refusing_not_as_a_pool
     assert!(text.contains("refused"), "the cause is named: {text}");
     assert!(text.contains("127.0.0.1:1"), "the address is named: {text}");
 }
+
+/// A database or a role that does not exist is the URL's mistake, not an outage: a
+/// configuration error at start-up that says which.
+#[tokio::test]
+async fn a_missing_database_or_role_at_start_up_is_a_configuration_error() {
+    use postroom_testkit::servers::postgres::{server_url, with_database};
+    use sqlx::ConnectOptions as _;
+    let server = server_url();
+    let e = PgStore::connect(&with_database(&server, "postroom_no_such_database"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), postroom_core::ErrorKind::Config, "{e}");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let stranger = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(&server)
+        .unwrap()
+        .username("postroom_no_such_role")
+        .to_url_lossy();
+    let e = PgStore::connect(stranger.as_str()).await.unwrap_err();
+    assert_eq!(e.kind(), postroom_core::ErrorKind::Config, "{e}");
+    assert!(e.to_string().contains("postroom_no_such_role"), "{e}");
+}
