@@ -95,8 +95,16 @@ async fn dispatch(cli: Cli) -> OpsResult {
 fn init_tracing(format: &str) {
     // Warnings by default, except the AWS SDK's instance-metadata lookups: off a cloud host
     // they fail as expected, and what is missing (a region, credentials) is our error's to say.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("POSTROOM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,aws_config::imds=error"));
+    const DEFAULT: &str = "warn,aws_config::imds=error";
+    let filter = match std::env::var("POSTROOM_LOG") {
+        Ok(spec) => tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!(
+                "postroom: POSTROOM_LOG={spec:?} is not a log filter ({e}); logging warnings"
+            );
+            tracing_subscriber::EnvFilter::new(DEFAULT)
+        }),
+        Err(_) => tracing_subscriber::EnvFilter::new(DEFAULT),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

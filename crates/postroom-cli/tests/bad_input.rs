@@ -307,3 +307,19 @@ fn a_database_that_does_not_exist_is_a_configuration_error() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn an_unreadable_log_filter_is_reported_not_silently_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::postroom_cmd(dir.path(), &["parking", "list", "--database", "missing.db"])
+        .env("POSTROOM_LOG", "[[[")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("POSTROOM_LOG") && err.contains("[[["),
+        "the bad filter is named: {err}"
+    );
+    // The command itself still runs (and fails for its own reason).
+    assert!(err.contains("missing.db"), "{err}");
+}
