@@ -77,21 +77,28 @@ use std::time::Duration;
 /// codes met later (a database dropped, a password rotated under a running consumer) keep their
 /// usual kind, so that messages are retried rather than parked.
 fn start_up_error(e: sqlx::Error, connect: &sqlx::postgres::PgConnectOptions) -> Error {
-    let code = match &e {
-        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
-        _ => None,
-    };
-    match code.as_deref() {
-        Some(c) if c == "3D000" || c.starts_with("28") => Error::new(
-            ErrorKind::Config,
-            format!(
-                "PostgreSQL at {}:{} refused the connection (check the URL's database and user)",
-                connect.get_host(),
-                connect.get_port()
-            ),
-        )
-        .with_source(e),
-        _ => tls::connect_error(e, connect),
+    if !names_a_stranger(&e) {
+        return tls::connect_error(e, connect);
+    }
+    Error::new(
+        ErrorKind::Config,
+        format!(
+            "PostgreSQL at {}:{} refused the connection (check the URL's database and user)",
+            connect.get_host(),
+            connect.get_port()
+        ),
+    )
+    .with_source(e)
+}
+
+/// The server's answer to a login for a database (3D000) or a role or password (class 28)
+/// that it does not know.
+fn names_a_stranger(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c == "3D000" || c.starts_with("28")),
+        _ => false,
     }
 }
 
@@ -106,7 +113,9 @@ async fn why_no_connection(connect: &sqlx::postgres::PgConnectOptions, waited: D
         connect.get_port()
     );
     match tokio::time::timeout(Duration::from_secs(5), connect.connect()).await {
-        Ok(Err(e)) if tls::tls_failure(&e).is_some() => tls::connect_error(e, connect),
+        Ok(Err(e)) if tls::tls_failure(&e).is_some() || names_a_stranger(&e) => {
+            start_up_error(e, connect)
+        }
         Ok(Err(e)) => Error::new(ErrorKind::Connection, what).with_source(e),
         Ok(Ok(conn)) => {
             let _ = sqlx::Connection::close(conn).await;
