@@ -323,3 +323,73 @@ fn an_unreadable_log_filter_is_reported_not_silently_replaced() {
     // The command itself still runs (and fails for its own reason).
     assert!(err.contains("missing.db"), "{err}");
 }
+
+/// A topology file's misspelt key is refused by name on every transport, at the top level and
+/// in a `[[consumers]]` entry, before anything is created: silently dropped, `routes` for
+/// `bindings` leaves a consumer bound to nothing, and `laddr` for `ladder` the default ladder.
+#[test]
+fn a_misspelt_topology_key_is_refused_by_name_on_every_transport() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let consumer_typo =
+        "prefix = \"typo\"\n[[consumers]]\nname = \"inventory\"\nroutes = [\"order.*\"]\n";
+    let top_typo = "prefix = \"typo\"\nladdr = \"5s\"\n[[consumers]]\nname = \"inventory\"\nbindings = [\"order.*\"]\n";
+    let brokers = [
+        common::amqp(),
+        common::nats::url(),
+        common::kafka(),
+        common::sqs::url(),
+    ];
+    for (file, text, key) in [
+        ("consumer.toml", consumer_typo, "routes"),
+        ("top.toml", top_typo, "laddr"),
+    ] {
+        std::fs::write(d.join(file), text).unwrap();
+        for broker in &brokers {
+            let out = common::postroom_cmd(
+                d,
+                &["topology", "plan", "--broker", broker, "--topology", file],
+            )
+            .envs(common::sqs::aws_env())
+            .output()
+            .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{broker} {file}: {err}");
+            assert!(
+                err.contains(key),
+                "{broker} {file}: {key} not named in {err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+        }
+        // The database's own queue reads the same file's consumers: its relay stops at
+        // start-up instead of running with a consumer bound to nothing.
+        if key == "routes" {
+            let mut relay = common::postroom_cmd(
+                d,
+                &[
+                    "relay",
+                    "--database",
+                    "app.db",
+                    "--topology",
+                    file,
+                    "--listen",
+                    "127.0.0.1:0",
+                ],
+            )
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while relay.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            if relay.try_wait().unwrap().is_none() {
+                relay.kill().unwrap();
+            }
+            let out = relay.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "relay: {err}");
+            assert!(err.contains(key), "relay: {key} not named in {err}");
+        }
+    }
+}

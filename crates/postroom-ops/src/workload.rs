@@ -68,12 +68,25 @@ struct FileShape {
     consumers: Vec<FileConsumer>,
 }
 
+/// A `[[consumers]]` entry: the neutral keys, and `partitions`, the one consumer key of a
+/// transport (RabbitMQ, NATS) that the others refuse themselves. Any other key is refused
+/// here, for every transport: dropped, a misspelt `bindings` would leave a consumer bound to
+/// nothing.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FileConsumer {
     name: String,
     #[serde(default)]
     bindings: Vec<String>,
+    #[serde(default, rename = "partitions")]
+    _partitions: Option<toml::Value>,
 }
+
+/// The keys of a topology file that every transport reads; a transport with no keys of its
+/// own in the file (Kafka takes its topic settings from the broker URL) refuses any other
+/// with [`TopologyFile::only_neutral_keys`].
+const NEUTRAL_KEYS: [&str; 3] = ["prefix", "ladder", "consumers"];
+const NEUTRAL_CONSUMER_KEYS: [&str; 2] = ["name", "bindings"];
 
 /// A topology file: the workload read from it, and its text for the transport's own keys.
 #[derive(Clone, Debug)]
@@ -89,6 +102,37 @@ impl TopologyFile {
     pub fn read(path: &Path) -> OpsResult<Self> {
         let text = crate::error::read_text(path, "topology")?;
         Self::parse(&text).map_err(|e| e.context(path.display()))
+    }
+
+    /// Refuse, naming it, any key of `text` (a topology file) that is not a neutral one
+    /// (`prefix`, `ladder`, `[[consumers]] name, bindings`), for `transport` that reads
+    /// nothing else from the file; `hint` says where its own settings go instead.
+    pub fn only_neutral_keys(text: &str, transport: &str, hint: &str) -> OpsResult<()> {
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| OpsError::usage(e.to_string()))?;
+        let refuse = |key: &str, known: &[&str]| {
+            OpsError::usage(format!(
+                "topology file ({transport}): unknown key `{key}` (it reads {}; {hint})",
+                known.join(", ")
+            ))
+        };
+        if let Some(key) = table.keys().find(|k| !NEUTRAL_KEYS.contains(&k.as_str())) {
+            return Err(refuse(key, &NEUTRAL_KEYS));
+        }
+        let consumers = table.get("consumers").and_then(toml::Value::as_array);
+        for c in consumers
+            .into_iter()
+            .flatten()
+            .filter_map(toml::Value::as_table)
+        {
+            if let Some(key) = c
+                .keys()
+                .find(|k| !NEUTRAL_CONSUMER_KEYS.contains(&k.as_str()))
+            {
+                return Err(refuse(&format!("consumers.{key}"), &NEUTRAL_CONSUMER_KEYS));
+            }
+        }
+        Ok(())
     }
 
     /// Parse topology TOML.
@@ -186,6 +230,15 @@ impl TransportSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_consumer_key_no_transport_reads_is_refused_by_name() {
+        let e = TopologyFile::parse("[[consumers]]\nname = \"c\"\nroutes = [\"a\"]\n").unwrap_err();
+        assert!(e.message.contains("unknown field `routes`"), "{e}");
+        // `partitions` is RabbitMQ's and NATS's; the transports that have none refuse it.
+        let f = TopologyFile::parse("[[consumers]]\nname = \"c\"\npartitions = 4\n").unwrap();
+        assert_eq!(f.workload.consumers[0].name, "c");
+    }
 
     #[test]
     fn neutral_keys_of_a_rabbitmq_topology_file() {

@@ -52,6 +52,7 @@ impl QueueType {
 
 /// One consumer (one work queue) and the routing keys it takes from the work exchange.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ConsumerTopology {
     /// Consumer name (the inbox key and the parking record's owner).
     pub name: String,

@@ -8,7 +8,7 @@
 use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
-use crate::workload::TransportSpec;
+use crate::workload::{TopologyFile, TransportSpec};
 use postroom_core::{Transport, async_trait};
 use postroom_kafka::topology::{Consumers, admin, delete_groups, delete_topics};
 use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
@@ -27,6 +27,13 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConf
         .filter(|h| !h.is_empty())
         .ok_or_else(|| OpsError::usage(format!("broker {}: no host", broker.redacted())))?;
     let mut brokers = vec![format!("{host}:{}", url.port().unwrap_or(9092))];
+    if let Some(text) = &spec.topology_text {
+        TopologyFile::only_neutral_keys(
+            text,
+            "Kafka",
+            "topic settings come from the broker URL: ?partitions=N&replication=N",
+        )?;
+    }
     let w = &spec.workload;
     let mut config = KafkaConfig::new(String::new()).prefix(w.prefix.clone());
     for (key, value) in url.query_pairs() {
@@ -138,7 +145,7 @@ impl TransportDriver for KafkaDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Workload;
+    use crate::workload::{TopologyFile, Workload};
 
     fn spec() -> TransportSpec {
         TransportSpec::of(Workload::new("shop", "5s".parse().unwrap()).consumer("c", &["a.b"]))
@@ -153,6 +160,35 @@ mod tests {
         assert_eq!(c.prefix, "shop");
         let plain = config_of(&Endpoint::broker("kafka://127.0.0.1").unwrap(), &spec()).unwrap();
         assert_eq!(plain.brokers, "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn a_topology_file_gives_kafka_its_neutral_keys_and_nothing_else() {
+        let k = Endpoint::broker("kafka://127.0.0.1").unwrap();
+        let of = |text: &str| {
+            config_of(
+                &k,
+                &TransportSpec::from_file(TopologyFile::parse(text).unwrap()),
+            )
+        };
+        let c = of("prefix = \"shop\"\nladder = \"5s,30s\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.*\"]\n")
+            .unwrap();
+        assert_eq!(
+            (c.prefix.as_str(), c.ladder.to_string()),
+            ("shop", "5s,30s".into())
+        );
+        for (text, key) in [
+            ("prefix = \"shop\"\nexchange = \"orders\"\n", "`exchange`"),
+            ("laddr = \"5s\"\n", "`laddr`"),
+            (
+                "[[consumers]]\nname = \"c\"\npartitions = 4\n",
+                "`consumers.partitions`",
+            ),
+        ] {
+            let e = of(text).unwrap_err();
+            assert!(e.message.contains(key), "{text}: {e}");
+            assert!(e.message.contains("?partitions=N"), "{e}");
+        }
     }
 
     #[test]

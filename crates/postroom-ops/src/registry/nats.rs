@@ -87,6 +87,11 @@ fn from_text(text: &str, spec: &TransportSpec) -> OpsResult<(NatsConfig, Vec<Str
             let Some(c) = c.as_table_mut() else {
                 return Err(bad(&"each [[consumers]] entry must be a table"));
             };
+            if c.contains_key("routes") {
+                return Err(bad(
+                    &"unknown field `routes` in [[consumers]]: a consumer's topics are `bindings`",
+                ));
+            }
             let bindings = c
                 .remove("bindings")
                 .unwrap_or(toml::Value::Array(Vec::new()));
