@@ -324,6 +324,40 @@ fn an_unreadable_log_filter_is_reported_not_silently_replaced() {
     assert!(err.contains("missing.db"), "{err}");
 }
 
+/// `postroom relay` into the database's own queue with the topology file `file` stops at
+/// start-up with exit 2 and `needle` in its message (it is killed after 30 s otherwise).
+fn relay_refuses(d: &std::path::Path, file: &str, needle: &str) {
+    let mut relay = common::postroom_cmd(
+        d,
+        &[
+            "relay",
+            "--database",
+            "app.db",
+            "--topology",
+            file,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while relay.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if relay.try_wait().unwrap().is_none() {
+        relay.kill().unwrap();
+    }
+    let out = relay.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "relay with {file}: {err}");
+    assert!(
+        err.contains(needle),
+        "relay with {file}: {needle} not in {err}"
+    );
+}
+
 /// A topology file's misspelt key is refused by name on every transport, at the top level and
 /// in a `[[consumers]]` entry, before anything is created: silently dropped, `routes` for
 /// `bindings` leaves a consumer bound to nothing, and `laddr` for `ladder` the default ladder.
@@ -364,32 +398,84 @@ fn a_misspelt_topology_key_is_refused_by_name_on_every_transport() {
         // The database's own queue reads the same file's consumers: its relay stops at
         // start-up instead of running with a consumer bound to nothing.
         if key == "routes" {
-            let mut relay = common::postroom_cmd(
-                d,
-                &[
-                    "relay",
-                    "--database",
-                    "app.db",
-                    "--topology",
-                    file,
-                    "--listen",
-                    "127.0.0.1:0",
-                ],
-            )
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while relay.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            if relay.try_wait().unwrap().is_none() {
-                relay.kill().unwrap();
-            }
-            let out = relay.wait_with_output().unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "relay: {err}");
-            assert!(err.contains(key), "relay: {key} not named in {err}");
+            relay_refuses(d, file, key);
         }
     }
+}
+
+/// A topology file that names a consumer twice, or names one with nothing, is refused on every
+/// transport, the database's own queue included (Kafka merged the twice-named one's bindings
+/// and took an empty name as a consumer `<prefix>.`).
+#[test]
+fn a_consumer_named_twice_or_not_at_all_is_refused_on_every_transport() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let twice = "prefix = \"twice\"\n[[consumers]]\nname = \"a\"\nbindings = [\"x.y\"]\n[[consumers]]\nname = \"a\"\nbindings = [\"z.w\"]\n";
+    let unnamed = "prefix = \"unnamed\"\n[[consumers]]\nname = \"\"\nbindings = [\"x.y\"]\n";
+    for (file, text, needle) in [
+        ("twice.toml", twice, "\"a\" is listed twice"),
+        ("unnamed.toml", unnamed, "consumer name"),
+    ] {
+        std::fs::write(d.join(file), text).unwrap();
+        for broker in [
+            common::amqp(),
+            common::nats::url(),
+            common::kafka(),
+            common::sqs::url(),
+        ] {
+            let out = common::postroom_cmd(
+                d,
+                &["topology", "plan", "--broker", &broker, "--topology", file],
+            )
+            .envs(common::sqs::aws_env())
+            .output()
+            .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{broker} {file}: {err}");
+            assert!(
+                err.contains(needle),
+                "{broker} {file}: {needle} not in {err}"
+            );
+        }
+        relay_refuses(d, file, needle);
+    }
+}
+
+/// A NATS consumer whose stream or durable names would pass the server's 255-character limit
+/// is refused before anything is created (the server refused only the parking stream, after
+/// the work stream was made).
+#[test]
+fn a_nats_consumer_name_too_long_for_the_server_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let prefix = common::nats::prefix("long");
+    let name = "n".repeat(240);
+    std::fs::write(
+        d.join("long.toml"),
+        format!("prefix = \"{prefix}\"\n[[consumers]]\nname = \"{name}\"\nbindings = [\"x.y\"]\n"),
+    )
+    .unwrap();
+    let broker = common::nats::url();
+    let (code, err) = run(
+        d,
+        &[
+            "topology",
+            "apply",
+            "--yes",
+            "--broker",
+            &broker,
+            "--topology",
+            "long.toml",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("255"), "{err}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conn = common::nats::connect().await;
+        if conn.jetstream().get_stream(&prefix).await.is_ok() {
+            conn.jetstream().delete_stream(&prefix).await.unwrap();
+            panic!("the work stream {prefix} was created");
+        }
+    });
 }

@@ -114,6 +114,12 @@ impl Topology {
     /// The topology of `consumers` under `config`.
     pub fn new(config: &KafkaConfig, consumers: Consumers) -> Result<Self> {
         config.validate()?;
+        if consumers.0.keys().any(|c| c.trim().is_empty()) {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "a consumer name must not be empty: it names the consumer's group and topics",
+            ));
+        }
         Ok(Self {
             config: config.clone(),
             consumers,
@@ -372,6 +378,17 @@ mod tests {
         assert!(is_pattern("order.*") && is_pattern("#") && !is_pattern("order.created"));
         assert_eq!(pattern_regex("shop", "order.*"), "^shop\\.order\\.[^.]+$");
         assert_eq!(pattern_regex("", "order.#"), "^order\\..*$");
+    }
+
+    #[test]
+    fn a_consumer_without_a_name_is_refused() {
+        let e = Topology::new(
+            &KafkaConfig::new("x:1"),
+            Consumers::default().with("", &["a.b"]),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert!(e.message().contains("must not be empty"), "{e}");
     }
 
     #[test]

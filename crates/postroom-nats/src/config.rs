@@ -241,6 +241,12 @@ impl NatsConfig {
                 self.prefix
             ));
         }
+        if self.prefix.len() > MAX_NAME_LEN {
+            return bad(format!(
+                "the NATS prefix is {} characters long; it names the work stream, and the server takes at most {MAX_NAME_LEN}",
+                self.prefix.len()
+            ));
+        }
         if self.max_deliver < 2 {
             return bad("max_deliver must be at least 2 (one delivery and one retry)".into());
         }
@@ -289,10 +295,25 @@ impl NatsConfig {
             for r in &c.routes {
                 crate::naming::check_route(r)?;
             }
+            let stream = crate::naming::parking_stream(&self.prefix, &c.name);
+            let durables = crate::naming::lanes(self, c).into_iter().map(|l| l.durable);
+            if let Some(long) = std::iter::once(stream)
+                .chain(durables)
+                .find(|n| n.len() > MAX_NAME_LEN)
+            {
+                return bad(format!(
+                    "consumer {:?} makes the stream or durable name {long:?} ({} characters); the server takes at most {MAX_NAME_LEN}: shorten the consumer name or the prefix",
+                    c.name,
+                    long.len()
+                ));
+            }
         }
         Ok(())
     }
 }
+
+/// The longest stream or durable name the server accepts.
+pub const MAX_NAME_LEN: usize = 255;
 
 /// Non-empty and `[A-Za-z0-9_-]` only: valid in stream, durable and subject names.
 #[must_use]
@@ -346,6 +367,23 @@ mod text_list {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_the_server_would_find_too_long_are_refused() {
+        let long = "n".repeat(250);
+        let e = NatsConfig::new("shop")
+            .with_consumer(&long, &["a.b"])
+            .validate()
+            .unwrap_err();
+        assert!(e.message().contains("at most 255"), "{e}");
+        let e = NatsConfig::new(&"p".repeat(256)).validate().unwrap_err();
+        assert!(e.message().contains("at most 255"), "{e}");
+        let fits = "n".repeat(200);
+        NatsConfig::new("shop")
+            .with_consumer(&fits, &["a.b"])
+            .validate()
+            .unwrap();
+    }
 
     #[test]
     fn loads_from_toml_with_defaults_and_refuses_what_2_9_would() {

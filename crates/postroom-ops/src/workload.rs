@@ -143,6 +143,22 @@ impl TopologyFile {
             .as_deref()
             .map(crate::time::parse_ladder)
             .transpose()?;
+        // Every transport names its queues, topics or durables after the consumer: a
+        // consumer without a name, or two with one, is a mistake on any of them.
+        for (i, c) in shape.consumers.iter().enumerate() {
+            if c.name.trim().is_empty() {
+                return Err(OpsError::usage(format!(
+                    "[[consumers]] entry {}: the consumer name must not be empty",
+                    i + 1
+                )));
+            }
+            if shape.consumers[..i].iter().any(|o| o.name == c.name) {
+                return Err(OpsError::usage(format!(
+                    "consumer {:?} is listed twice",
+                    c.name
+                )));
+            }
+        }
         Ok(Self {
             workload: Workload {
                 prefix: shape.prefix.unwrap_or_else(|| "postroom".into()),
