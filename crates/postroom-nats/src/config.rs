@@ -376,7 +376,7 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.message().contains("at most 255"), "{e}");
-        let e = NatsConfig::new(&"p".repeat(256)).validate().unwrap_err();
+        let e = NatsConfig::new("p".repeat(256)).validate().unwrap_err();
         assert!(e.message().contains("at most 255"), "{e}");
         let fits = "n".repeat(200);
         NatsConfig::new("shop")
