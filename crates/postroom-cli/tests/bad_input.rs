@@ -479,3 +479,28 @@ fn a_nats_consumer_name_too_long_for_the_server_is_refused_before_anything_is_cr
         }
     });
 }
+
+/// On Kafka a route ending like a consumer's own topics (`.parking`, `.redrive`,
+/// `.deliveries`, `.retry.<delay>`) is refused by `topology plan`, naming it.
+#[test]
+fn a_kafka_route_shaped_like_a_consumers_own_topic_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("own.toml"),
+        "prefix = \"own\"\n[[consumers]]\nname = \"audit\"\nbindings = [\"inventory.parking\"]\n",
+    )
+    .unwrap();
+    refused(
+        d,
+        &[
+            "topology",
+            "plan",
+            "--broker",
+            &common::kafka(),
+            "--topology",
+            "own.toml",
+        ],
+        "\"inventory.parking\" ends like a consumer's own topics",
+    );
+}

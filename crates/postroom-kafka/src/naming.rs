@@ -99,6 +99,40 @@ impl ConsumerTopics {
     }
 }
 
+/// The last words of a consumer's own topics (`<group>.parking`, `.redrive`, `.deliveries`);
+/// its stage topics end in `.retry.<delay>`.
+const OWN_LAST_WORDS: [&str; 3] = ["parking", "redrive", "deliveries"];
+
+/// Whether `route` (a topic name without the workload prefix) ends the way a consumer's own
+/// topics do: `….parking`, `….redrive`, `….deliveries` or `….retry.<delay>`. On Kafka a
+/// consumer's topics and the route topics share one namespace (`<prefix>.<consumer>.parking`
+/// beside `<prefix>.<route>`), so such a route would be read, or written, as another
+/// consumer's parking, redrive, ledger or stage topic; a pattern route never takes a topic
+/// of this shape.
+#[must_use]
+pub fn has_own_topic_shape(route: &str) -> bool {
+    let words: Vec<&str> = route.split('.').collect();
+    match words.as_slice() {
+        [_, .., last] if OWN_LAST_WORDS.contains(last) => true,
+        [_, .., "retry", delay] => postroom_core::retry::ladder::parse_duration(delay).is_ok(),
+        _ => false,
+    }
+}
+
+/// Refuse a route (a topic or a pattern) that ends like a consumer's own topics (see
+/// [`has_own_topic_shape`]).
+pub fn check_route(route: &str) -> Result<()> {
+    if has_own_topic_shape(route) {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "route {route:?} ends like a consumer's own topics (`.parking`, `.redrive`, `.deliveries`, `.retry.<delay>`), which Kafka keeps beside the route topics under the prefix: give the route another last word"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `5s`, `30s`, `5m`, `250ms`: the name of a stage.
 #[must_use]
 pub fn stage_name(delay: Duration) -> String {
@@ -108,6 +142,34 @@ pub fn stage_name(delay: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_shaped_like_a_consumers_own_topics_are_refused() {
+        for own in [
+            "inventory.parking",
+            "a.b.redrive",
+            "x.deliveries",
+            "x.retry.5s",
+            "x.retry.250ms",
+            "#.parking",
+            "*.retry.1m",
+        ] {
+            assert!(has_own_topic_shape(own), "{own}");
+            assert!(check_route(own).is_err(), "{own}");
+        }
+        for route in [
+            "parking",
+            "parking.reserved",
+            "payment.retry.requested",
+            "retry.5s",
+            "order.created",
+            "shop.*",
+            "#",
+        ] {
+            assert!(!has_own_topic_shape(route), "{route}");
+            check_route(route).unwrap();
+        }
+    }
 
     #[test]
     fn names_follow_the_rabbitmq_ones() {

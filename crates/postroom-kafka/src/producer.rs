@@ -223,12 +223,23 @@ impl KafkaProducer {
     }
 
     /// Publish postroom messages (topic routes and redrives).
+    /// A topic route that ends like a consumer's own topics is refused (it would land in
+    /// that consumer's parking, redrive, ledger or stage topic).
     pub async fn publish_messages(&self, messages: &[OutgoingMessage]) -> Vec<Result<()>> {
+        let refused: Vec<Option<Error>> = messages
+            .iter()
+            .map(|m| match &m.route {
+                Route::Topic(t) => crate::naming::check_route(t).err(),
+                Route::Consumer(_) => None,
+            })
+            .collect();
         let topics: Vec<String> = messages.iter().map(|m| self.address(m)).collect();
         let items: Vec<Outbound<'_>> = messages
             .iter()
             .zip(&topics)
-            .map(|(m, t)| Outbound {
+            .zip(&refused)
+            .filter(|(_, no)| no.is_none())
+            .map(|((m, t), _)| Outbound {
                 topic: t,
                 key: m.headers.get(h::AGGREGATE_KEY).map(String::as_str),
                 id: m.id,
@@ -236,7 +247,16 @@ impl KafkaProducer {
                 body: &m.body,
             })
             .collect();
-        self.send_batch(&items).await
+        let mut sent = self.send_batch(&items).await.into_iter();
+        refused
+            .into_iter()
+            .map(|no| match no {
+                Some(e) => Err(e),
+                None => sent
+                    .next()
+                    .unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result"))),
+            })
+            .collect()
     }
 }
 

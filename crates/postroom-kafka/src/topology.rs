@@ -133,6 +133,9 @@ impl Topology {
         let mut names = Vec::new();
         let mut ledgers = Vec::new();
         for (consumer, routes) in &self.consumers.0 {
+            for r in routes {
+                crate::naming::check_route(r)?;
+            }
             names.extend(consumer_topics(&self.config, consumer, routes));
             ledgers.push(ConsumerTopics::new(&self.config.prefix, consumer).deliveries);
         }

@@ -163,6 +163,9 @@ impl Transport for KafkaTransport {
     /// match topics made by others and create nothing.
     async fn bind(&self, subscription: &Subscription) -> Result<()> {
         subscription.validate()?;
+        for r in &subscription.routes {
+            crate::naming::check_route(r)?;
+        }
         self.routes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -60,3 +60,77 @@ async fn backlog_is_the_groups_lag() {
     assert_eq!(b.ready, 5, "nothing consumed yet: {b:?}");
     assert_eq!(b.delayed, 0);
 }
+
+/// A consumer's own topics (`<prefix>.<consumer>.parking`, `.redrive`, `.deliveries`,
+/// `.retry.<delay>`) share the namespace of route topics (`<prefix>.<route>`): a pattern that
+/// matches their names word for word must still never take them. Consumer `shop` parks what
+/// it cannot apply; consumer `audit`, on `shop.*`, must see the original once and never the
+/// parked copy (nor the ledger's records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_route_never_takes_another_consumers_own_topics() {
+    let kafka = TestKafka::new("1s");
+    let t: Arc<dyn Transport> = Arc::new(KafkaTransport::new(kafka.config.clone()).unwrap());
+    let shop = OrderedHandler::new(&[("a", 1, 99)], false);
+    let rs = run(
+        t.clone(),
+        "shop",
+        &["shop.created"],
+        shop.clone(),
+        retries("1s", 1),
+        2,
+    )
+    .await;
+    let audit = OrderedHandler::new(&[], false);
+    let ra = run(
+        t.clone(),
+        "audit",
+        &["shop.*"],
+        audit.clone(),
+        retries("1s", 1),
+        2,
+    )
+    .await;
+    publish_in_order(t.as_ref(), "shop.created", &[event("a", 1)]).await;
+    assert!(
+        wait_until(Duration::from_secs(30), || shop.seen().len() >= 2).await,
+        "shop tried twice and parked: {:?}",
+        shop.seen()
+    );
+    // Time for the pattern's metadata refresh (2 s) to find the parking topic and read it.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    ra.stop().await;
+    rs.stop().await;
+    assert_eq!(
+        audit.calls_of("a"),
+        vec![(1, 0)],
+        "audit handles the original once and nothing of shop's own topics: {:?}",
+        audit.seen()
+    );
+}
+
+/// Publishing to, or binding, a route that ends like a consumer's own topic is refused: the
+/// record would land in that consumer's parking topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_shaped_like_a_consumers_own_topic_is_refused_both_ways() {
+    let kafka = TestKafka::new("1s");
+    let t = KafkaTransport::new(kafka.config.clone()).unwrap();
+    let e = t
+        .publisher()
+        .publish(&postroom_core::OutgoingMessage::from_envelope(
+            &event("a", 1),
+            "inventory.parking",
+        ))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("own topics"), "{e}");
+    let e = t
+        .bind(&Subscription::new("inventory", &["orders.retry.5s"]))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("own topics"), "{e}");
+    assert!(
+        kafka.topics().iter().all(|n| !n.ends_with(".parking")),
+        "nothing was created: {:?}",
+        kafka.topics()
+    );
+}

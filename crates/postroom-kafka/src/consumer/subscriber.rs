@@ -250,12 +250,14 @@ impl KafkaSubscriber {
             && !self.exact.contains(&topic)
         {
             let route = route_of(&self.ctx.prefix, &topic).to_string();
-            if !self
-                .patterns
-                .iter()
-                .any(|p| postroom_core::pattern::matches(p, &route))
+            if crate::naming::has_own_topic_shape(&route)
+                || !self
+                    .patterns
+                    .iter()
+                    .any(|p| postroom_core::pattern::matches(p, &route))
             {
-                // A topic the regex matched but the pattern does not: not ours.
+                // A topic the regex matched but the pattern does not, or another consumer's
+                // own topic (its parking, redrive, ledger or a stage): not ours.
                 let mut d = self.delivery(f, None);
                 d.settled = true;
                 let _ = self
