@@ -504,3 +504,41 @@ fn a_kafka_route_shaped_like_a_consumers_own_topic_is_refused() {
         "\"inventory.parking\" ends like a consumer's own topics",
     );
 }
+
+/// Two consumers whose names lead to the same queue (RabbitMQ: `a.parking` is consumer `a`'s
+/// parking queue; SQS: `a-dlq` is consumer `a`'s DLQ) are refused, naming the queue: the
+/// second would read the first's parked messages as its work.
+#[test]
+fn consumers_whose_queues_would_be_the_same_queue_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (broker, second, queue) in [
+        (common::amqp(), "a.parking", "\"same.a.parking\""),
+        (common::sqs::url(), "a-dlq", "\"same-a-dlq\""),
+    ] {
+        std::fs::write(
+            d.join("same.toml"),
+            format!(
+                "prefix = \"same\"\n[[consumers]]\nname = \"a\"\nbindings = [\"x.y\"]\n[[consumers]]\nname = \"{second}\"\nbindings = [\"z.w\"]\n"
+            ),
+        )
+        .unwrap();
+        let out = common::postroom_cmd(
+            d,
+            &[
+                "topology",
+                "plan",
+                "--broker",
+                &broker,
+                "--topology",
+                "same.toml",
+            ],
+        )
+        .envs(common::sqs::aws_env())
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{broker}: {err}");
+        assert!(err.contains(queue), "{broker}: {queue} not named in {err}");
+    }
+}

@@ -163,6 +163,19 @@ impl TopologyConfig {
             }
             seen.note(&c.name)?;
         }
+        // Every queue and exchange has one owner: consumer `a.parking`'s work queue would be
+        // consumer `a`'s parking queue, `a.retry.5s`'s its first stage.
+        let desired = crate::topology::desired::DesiredTopology::of(self);
+        let queues = desired.queues.iter().map(|q| ("queue", &q.name));
+        let exchanges = desired.exchanges.iter().map(|e| ("exchange", &e.name));
+        let mut named = std::collections::HashSet::new();
+        for (what, name) in queues.chain(exchanges) {
+            if !named.insert((what, name)) {
+                return bad(format!(
+                    "the {what} {name:?} would be declared twice: two consumers' names lead to it (a consumer owns <prefix>.<name> and its .retry.<delay>, .parking, .p<i> queues and .retry, .dlx exchanges), or the work exchange has a consumer's exchange name; rename one"
+                ));
+            }
+        }
         Ok(())
     }
 

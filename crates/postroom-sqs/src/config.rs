@@ -157,9 +157,19 @@ impl TopologyConfig {
             ));
         }
         let mut seen = ConsumersSeen::new();
+        // Every queue has one owner: consumer `a-dlq`'s work queue would be `a`'s DLQ.
+        let mut owners: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
         for c in &self.consumers {
-            QueueNames::new(&self.prefix, &c.name, self.fifo)?;
+            let names = QueueNames::new(&self.prefix, &c.name, self.fifo)?;
             seen.note(&c.name)?;
+            for queue in [names.work, names.dlq] {
+                if let Some(other) = owners.insert(queue.clone(), &c.name) {
+                    return bad(format!(
+                        "consumers {other:?} and {:?} would share the queue {queue:?} (a consumer owns <prefix>-<name> and <prefix>-<name>-dlq): rename one",
+                        c.name
+                    ));
+                }
+            }
         }
         Ok(())
     }
