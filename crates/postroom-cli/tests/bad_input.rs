@@ -122,6 +122,8 @@ fn absurd_values_are_clear_errors() {
         (vec!["soak", "--transient-share", "1.5"], "between 0 and 1"),
         (vec!["soak", "--batch-size", "100000"], "0..=10000"),
         (vec!["demo", "--ladder", "9000000000000h"], "too large"),
+        (vec!["demo", "--workload", ""], "must not be empty"),
+        (vec!["soak", "--workload", " "], "must not be empty"),
         (vec!["demo", "--ladder", "48h"], "at most 24h"),
         (vec!["demo", "--timeout-secs", "0"], "timeout-secs"),
         (vec!["relay", "--lanes", "0"], "from 1 to 64"),

@@ -41,7 +41,7 @@ pub struct DemoArgs {
     pub timeout_secs: u64,
     /// Prefix of the queues and exchanges the demo owns on a broker (deleted and declared
     /// afresh on each run).
-    #[arg(long, default_value = "postroom-demo", value_name = "PREFIX")]
+    #[arg(long, default_value = "postroom-demo", value_name = "PREFIX", value_parser = parse_workload)]
     pub workload: String,
     /// Move the inventory and orders feeds from --broker to this broker mid-run (the README's
     /// runbook, step by step): the relay publishes to both, a consumer on the new broker
@@ -145,7 +145,7 @@ pub struct SoakArgs {
     pub json: Option<PathBuf>,
     /// Prefix of the queues and exchanges the soak owns on a broker (deleted and declared
     /// afresh on each run).
-    #[arg(long, default_value = "postroom-soak", value_name = "PREFIX")]
+    #[arg(long, default_value = "postroom-soak", value_name = "PREFIX", value_parser = parse_workload)]
     pub workload: String,
 }
 
@@ -182,4 +182,13 @@ pub struct SoakWorkerArgs {
     /// Messages per inventory transaction (consumer; 0: one transaction per message).
     #[arg(long, default_value_t = 0)]
     pub batch_size: u32,
+}
+
+/// A run's workload prefix: never empty, since the run deletes what it names and, without a
+/// prefix, would name a broker's plain `inventory` and `orders` queues.
+fn parse_workload(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("the workload prefix must not be empty: the run deletes and recreates what it names, and without a prefix that would be the broker's plain `inventory` and `orders`".into());
+    }
+    Ok(s.to_string())
 }
