@@ -105,8 +105,12 @@ fn init_tracing(format: &str) {
         }),
         Err(_) => tracing_subscriber::EnvFilter::new(DEFAULT),
     };
+    // Colours only for a person at a terminal: a log file or a pipe gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     if format == "json" {
         let _ = builder.json().try_init();

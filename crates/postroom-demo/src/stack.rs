@@ -88,6 +88,12 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// Close the transport's connections (a process of the run is done with it): a broker
+    /// link left open when the process ends is torn down under it and says so in errors.
+    pub async fn close(&self) {
+        self.pipeline.transport.close().await;
+    }
+
     /// Open for a process of a run that its parent already started.
     pub async fn open(spec: StackSpec) -> OpsResult<Self> {
         Self::open_with(spec, false).await

@@ -63,5 +63,6 @@ pub async fn run(args: DemoConsumerArgs) -> OpsResult {
     let stop = stop_on_stdin_eof();
     println!("READY {}", std::process::id());
     consumer.run(sub, stop).await;
+    stack.close().await;
     Ok(())
 }

@@ -136,6 +136,7 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     if let Err(e) = settled {
         report.failures.push(e);
     }
+    stack.close().await;
     report.print();
     verdict::write_json(args.report_json.as_deref(), &report)?;
     eprintln!("look at the parked messages: {}", stack.parking_hint());

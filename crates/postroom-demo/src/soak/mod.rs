@@ -277,6 +277,7 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
         f.push("no consumer was killed".into());
     }
     report.failures = f;
+    stack.close().await;
     report.print();
     verdict::write_json(args.json.as_deref(), &report)?;
     verdict::of(&report.failures)

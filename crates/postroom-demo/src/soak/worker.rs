@@ -40,8 +40,14 @@ pub async fn run(args: SoakWorkerArgs) -> OpsResult {
         n => (n as usize * 2).clamp(16, 256),
     };
     let (stack, ladder) = open_child(&args.child, LEASE, prefetch).await?;
+    let done = run_role(&stack, &args, ladder).await;
+    stack.close().await;
+    done
+}
+
+async fn run_role(stack: &Stack, args: &SoakWorkerArgs, ladder: RetryLadder) -> OpsResult {
     match args.role.as_str() {
-        "producer" => produce(&stack, &args).await,
+        "producer" => produce(stack, args).await,
         "relay" => {
             let relay = OutboxRelay::new(
                 stack.outbox.clone(),
@@ -60,7 +66,7 @@ pub async fn run(args: SoakWorkerArgs) -> OpsResult {
             relay.run(stop_on_stdin_eof()).await;
             Ok(())
         }
-        "consumer" => consume(&stack, &args, ladder).await,
+        "consumer" => consume(stack, args, ladder).await,
         other => Err(OpsError::usage(format!("unknown role {other}"))),
     }
 }
