@@ -326,6 +326,25 @@ fn an_unreadable_log_filter_is_reported_not_silently_replaced() {
     assert!(err.contains("missing.db"), "{err}");
 }
 
+/// `topology plan --broker BROKER --topology FILE` (AWS settings for SQS in its
+/// environment) exits 2 with `needle` in its message, and no panic.
+fn plan_refused(d: &std::path::Path, broker: &str, file: &str, needle: &str) {
+    let out = common::postroom_cmd(
+        d,
+        &["topology", "plan", "--broker", broker, "--topology", file],
+    )
+    .envs(common::sqs::aws_env())
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{broker} {file}: {err}");
+    assert!(
+        err.contains(needle),
+        "{broker} {file}: {needle} not in {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 /// `postroom relay` into the database's own queue with the topology file `file` stops at
 /// start-up with exit 2 and `needle` in its message (it is killed after 30 s otherwise).
 fn relay_refuses(d: &std::path::Path, file: &str, needle: &str) {
@@ -382,20 +401,7 @@ fn a_misspelt_topology_key_is_refused_by_name_on_every_transport() {
     ] {
         std::fs::write(d.join(file), text).unwrap();
         for broker in &brokers {
-            let out = common::postroom_cmd(
-                d,
-                &["topology", "plan", "--broker", broker, "--topology", file],
-            )
-            .envs(common::sqs::aws_env())
-            .output()
-            .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{broker} {file}: {err}");
-            assert!(
-                err.contains(key),
-                "{broker} {file}: {key} not named in {err}"
-            );
-            assert!(!err.contains("panicked"), "{err}");
+            plan_refused(d, broker, file, key);
         }
         // The database's own queue reads the same file's consumers: its relay stops at
         // start-up instead of running with a consumer bound to nothing.
@@ -425,19 +431,7 @@ fn a_consumer_named_twice_or_not_at_all_is_refused_on_every_transport() {
             common::kafka(),
             common::sqs::url(),
         ] {
-            let out = common::postroom_cmd(
-                d,
-                &["topology", "plan", "--broker", &broker, "--topology", file],
-            )
-            .envs(common::sqs::aws_env())
-            .output()
-            .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{broker} {file}: {err}");
-            assert!(
-                err.contains(needle),
-                "{broker} {file}: {needle} not in {err}"
-            );
+            plan_refused(d, &broker, file, needle);
         }
         relay_refuses(d, file, needle);
     }
@@ -525,22 +519,6 @@ fn consumers_whose_queues_would_be_the_same_queue_are_refused() {
             ),
         )
         .unwrap();
-        let out = common::postroom_cmd(
-            d,
-            &[
-                "topology",
-                "plan",
-                "--broker",
-                &broker,
-                "--topology",
-                "same.toml",
-            ],
-        )
-        .envs(common::sqs::aws_env())
-        .output()
-        .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{broker}: {err}");
-        assert!(err.contains(queue), "{broker}: {queue} not named in {err}");
+        plan_refused(d, &broker, "same.toml", queue);
     }
 }
