@@ -145,6 +145,7 @@ impl TopologyFile {
             .transpose()?;
         // Every transport names its queues, topics or durables after the consumer: a
         // consumer without a name, or two with one, is a mistake on any of them.
+        let mut seen = postroom_core::config_file::ConsumersSeen::new();
         for (i, c) in shape.consumers.iter().enumerate() {
             if c.name.trim().is_empty() {
                 return Err(OpsError::usage(format!(
@@ -152,12 +153,7 @@ impl TopologyFile {
                     i + 1
                 )));
             }
-            if shape.consumers[..i].iter().any(|o| o.name == c.name) {
-                return Err(OpsError::usage(format!(
-                    "consumer {:?} is listed twice",
-                    c.name
-                )));
-            }
+            seen.note(&c.name)?;
         }
         Ok(Self {
             workload: Workload {
