@@ -40,10 +40,11 @@ async fn topology_plan_apply_then_nothing_to_do() {
         "applied",
     );
     assert!(json.trim().is_empty(), "{json}");
-    // The policies are applied to the right queues.
+    // The policies are applied to the right queues. The broker applies a policy in the
+    // background, and another test of the suite may be restarting it meanwhile: up to 60 s.
     let api = management_api();
     let mut seen = None;
-    for _ in 0..40 {
+    for _ in 0..240 {
         if let Some(q) = api
             .queue(&format!("{prefix}.inventory.retry.30s"))
             .await
