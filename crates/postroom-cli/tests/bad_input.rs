@@ -511,6 +511,11 @@ fn consumers_whose_queues_would_be_the_same_queue_are_refused() {
     for (broker, second, queue) in [
         (common::amqp(), "a.parking", "\"same.a.parking\""),
         (common::sqs::url(), "a-dlq", "\"same-a-dlq\""),
+        (
+            common::kafka(),
+            "a.parking-ingest",
+            "\"same.a.parking-ingest\"",
+        ),
     ] {
         std::fs::write(
             d.join("same.toml"),

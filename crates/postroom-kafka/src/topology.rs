@@ -43,6 +43,16 @@ pub enum Change {
         /// Partitions wanted.
         wanted: i32,
     },
+    /// The topic exists with another replication factor than wanted (left as it is: changing
+    /// it is a partition reassignment, an operator's decision).
+    OtherReplication {
+        /// Topic.
+        topic: String,
+        /// Replication factor it has (the fewest replicas of any of its partitions).
+        has: i32,
+        /// Replication factor wanted.
+        wanted: i32,
+    },
 }
 
 impl fmt::Display for Change {
@@ -62,6 +72,10 @@ impl fmt::Display for Change {
             Change::FewerPartitions { topic, has, wanted } => write!(
                 f,
                 "topic {topic} has {has} partitions, {wanted} wanted (left as it is: adding partitions moves keys)"
+            ),
+            Change::OtherReplication { topic, has, wanted } => write!(
+                f,
+                "topic {topic} has replication factor {has}, {wanted} wanted (left as it is: changing it is a partition reassignment)"
             ),
         }
     }
@@ -120,6 +134,21 @@ impl Topology {
                 "a consumer name must not be empty: it names the consumer's group and topics",
             ));
         }
+        for consumer in consumers.0.keys() {
+            let group = ConsumerTopics::new(&config.prefix, consumer).group;
+            if let Some(owner) = consumers
+                .0
+                .keys()
+                .find(|other| ConsumerTopics::new(&config.prefix, other).parking_group == group)
+            {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "consumer {consumer:?} would join the group {group:?}, which moves consumer {owner:?}'s parked copies into the parking store: give it another name"
+                    ),
+                ));
+            }
+        }
         Ok(Self {
             config: config.clone(),
             consumers,
@@ -152,17 +181,26 @@ impl Topology {
 
     /// What [`apply`](Self::apply) would change (a dry run).
     pub async fn plan(&self) -> Result<Vec<Change>> {
-        let existing = self.existing().await?;
+        let existing = self.described().await?;
         let mut out = Vec::new();
         for spec in self.desired()? {
-            match existing.get(&spec.name) {
-                None => out.push(Change::Create(spec)),
-                Some(has) if *has < spec.partitions => out.push(Change::FewerPartitions {
+            let Some(has) = existing.get(&spec.name) else {
+                out.push(Change::Create(spec));
+                continue;
+            };
+            if has.partitions < spec.partitions {
+                out.push(Change::FewerPartitions {
                     topic: spec.name.clone(),
-                    has: *has,
+                    has: has.partitions,
                     wanted: spec.partitions,
-                }),
-                Some(_) => {}
+                });
+            }
+            if has.replication != spec.replication {
+                out.push(Change::OtherReplication {
+                    topic: spec.name.clone(),
+                    has: has.replication,
+                    wanted: spec.replication,
+                });
             }
         }
         Ok(out)
@@ -175,7 +213,7 @@ impl Topology {
             .iter()
             .filter_map(|c| match c {
                 Change::Create(t) => Some(t.clone()),
-                Change::FewerPartitions { .. } => None,
+                Change::FewerPartitions { .. } | Change::OtherReplication { .. } => None,
             })
             .collect();
         create_topics(&self.admin, &create).await?;
@@ -184,6 +222,16 @@ impl Topology {
 
     /// Topic names and partition counts on the cluster.
     pub async fn existing(&self) -> Result<BTreeMap<String, i32>> {
+        Ok(self
+            .described()
+            .await?
+            .into_iter()
+            .map(|(name, t)| (name, t.partitions))
+            .collect())
+    }
+
+    /// The cluster's topics with their partition counts and replication factors.
+    async fn described(&self) -> Result<BTreeMap<String, TopicShape>> {
         let admin = self.admin.clone();
         tokio::task::spawn_blocking(move || {
             let md = admin
@@ -193,12 +241,30 @@ impl Topology {
             Ok(md
                 .topics()
                 .iter()
-                .map(|t| (t.name().to_string(), t.partitions().len() as i32))
+                .map(|t| {
+                    let shape = TopicShape {
+                        partitions: t.partitions().len() as i32,
+                        replication: t
+                            .partitions()
+                            .iter()
+                            .map(|p| p.replicas().len() as i32)
+                            .min()
+                            .unwrap_or(0),
+                    };
+                    (t.name().to_string(), shape)
+                })
                 .collect())
         })
         .await
         .map_err(|e| Error::new(ErrorKind::Io, format!("metadata task failed: {e}")))?
     }
+}
+
+/// What the cluster says of one topic.
+#[derive(Clone, Copy, Debug)]
+struct TopicShape {
+    partitions: i32,
+    replication: i32,
 }
 
 /// How postroom creates topic `name`: the workload's partitions, replication and retention; a
@@ -392,6 +458,26 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Config);
         assert!(e.message().contains("must not be empty"), "{e}");
+    }
+
+    #[test]
+    fn a_consumer_whose_group_is_another_consumers_parking_group_is_refused() {
+        let e = Topology::new(
+            &KafkaConfig::new("x:1").prefix("shop"),
+            Consumers::default()
+                .with("inv", &["a.b"])
+                .with("inv.parking-ingest", &["c.d"]),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert!(e.message().contains("\"shop.inv.parking-ingest\""), "{e}");
+        Topology::new(
+            &KafkaConfig::new("x:1").prefix("shop"),
+            Consumers::default()
+                .with("inv", &["a.b"])
+                .with("inv.parking", &["c.d"]),
+        )
+        .unwrap();
     }
 
     #[test]

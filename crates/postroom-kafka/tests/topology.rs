@@ -1,7 +1,7 @@
 //! Topology through the admin client: the plan lists every topic a consumer needs (its route
 //! topics, one retry topic per stage, redrive, parking and the compacted delivery ledger) with
-//! partitions, replication and retention; apply creates them; a second plan is empty; a topic with fewer partitions than
-//! wanted is reported, never changed.
+//! partitions, replication and retention; apply creates them; a second plan is empty; a topic with fewer partitions
+//! or another replication factor than wanted is reported, never changed.
 
 mod common;
 
@@ -93,6 +93,44 @@ async fn plan_then_apply_creates_every_topic_once() {
             }
         )),
         "{plan:?}"
+    );
+
+    // A replication factor other than the topics' is reported too, and left as it is.
+    let mut deeper = config.clone();
+    deeper.replication = 2;
+    let deeper = Topology::new(
+        &deeper,
+        Consumers::default().with("inventory", &["order.created"]),
+    )
+    .expect("topology");
+    let plan = deeper.plan().await.expect("plan");
+    assert!(
+        !plan.is_empty()
+            && plan.iter().all(|c| matches!(
+                c,
+                Change::OtherReplication {
+                    has: 1,
+                    wanted: 2,
+                    ..
+                }
+            )),
+        "{plan:?}"
+    );
+    assert!(
+        plan[0]
+            .to_string()
+            .contains("replication factor 1, 2 wanted"),
+        "{}",
+        plan[0]
+    );
+    assert!(
+        deeper
+            .apply()
+            .await
+            .expect("apply")
+            .iter()
+            .all(|c| !postroom_core::TopologyChange::is_made(c)),
+        "apply leaves the replication as it is"
     );
 }
 
