@@ -313,7 +313,8 @@ impl Broker {
 
     /// Close the link (graceful shutdown: unacked deliveries go back to their queues): no new
     /// channel is opened from now on, waits on confirms end, every channel still open is
-    /// closed (the broker answers what it owes on it first), then the connection.
+    /// closed (the broker answers what it owes on it first), then the connection; returns
+    /// once the connection's I/O loop has ended, so a process may exit right after.
     pub async fn close(&self) {
         self.closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -330,10 +331,11 @@ impl Broker {
                 tracing::debug!(error = %e, "closing a channel");
             }
         }
-        if let Some(conn) = st.conn.take()
-            && let Err(e) = conn.close(200, "postroom shutdown").await
-        {
-            tracing::debug!(error = %e, "closing the connection");
+        if let Some(conn) = st.conn.take() {
+            if let Err(e) = conn.close(200, "postroom shutdown").await {
+                tracing::debug!(error = %e, "closing the connection");
+            }
+            wait_for_io_loop(conn).await;
         }
         st.closed = true;
     }
@@ -378,6 +380,20 @@ async fn open(uri: &str, options: &BrokerOptions) -> Result<Connection> {
         .with_reactor(tokio_reactor_trait::Tokio);
     // amqp:// or amqps:// (rustls, certificates verified, `cacertfile` names the CA).
     crate::tls::connect(uri, props).await
+}
+
+/// Wait (up to five seconds) for the I/O loop of a connection that was closed to end. The loop
+/// runs on a thread of its own and takes socket readiness from the runtime's reactor: a process
+/// that exits while it is still finishing the close tears the reactor down under it, and lapin
+/// logs that as errors.
+async fn wait_for_io_loop(conn: Connection) {
+    let ended = tokio::task::spawn_blocking(move || conn.run());
+    match tokio::time::timeout(Duration::from_secs(5), ended).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::debug!(error = %e, "the connection's I/O loop ended with"),
+        Ok(Err(e)) => tracing::debug!(error = %e, "waiting for the connection's I/O loop"),
+        Err(_) => tracing::debug!("the connection's I/O loop did not end within 5s"),
+    }
 }
 
 /// The URI without its password, for logs.

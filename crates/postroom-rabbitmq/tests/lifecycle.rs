@@ -1,7 +1,8 @@
 //! A consumer's life on the real broker: `subscribe` returns with the consumer attached (the
 //! broker counts it at once, so a program can tell it is ready), and a clean shutdown (the
 //! consumer drained, then `close`) logs no error, with deliveries prefetched and retries in
-//! flight when it starts.
+//! flight when it starts; `close` returns once the connection has ended, so a process can exit
+//! right after it.
 
 mod common;
 
@@ -221,4 +222,35 @@ async fn closing_the_broker_with_retries_in_flight_logs_no_error_and_loses_nothi
         t.queue_messages(&names.work_queue).await,
         t.queue_messages(&stage).await
     );
+}
+
+/// Threads of this process running a lapin connection's I/O loop.
+fn io_loop_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "lapin-io-loop")
+        .count()
+}
+
+/// `close` returns only once the connection's I/O loop has ended: a process that exits right
+/// after it (every postroom command does) must not tear the runtime down under a loop still
+/// finishing its close, which lapin logs as errors ("A Tokio 1.x context was found, but it is
+/// being shutdown").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_returns_after_the_connection_has_ended() {
+    for round in 0..20 {
+        let broker = postroom_rabbitmq::Broker::connect(&common::amqp_url())
+            .await
+            .expect("connect");
+        let channel = broker.channel().await.expect("channel");
+        assert!(channel.status().connected());
+        assert_eq!(io_loop_threads(), 1, "round {round}: one connection open");
+        broker.close().await;
+        assert_eq!(
+            io_loop_threads(),
+            0,
+            "round {round}: close returned with the connection's I/O loop still running"
+        );
+    }
 }

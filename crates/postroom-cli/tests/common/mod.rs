@@ -121,7 +121,18 @@ pub async fn broker_demo(
     let out = postroom_async_env(dir.path(), &args, env).await;
     ok(&out);
     no_colour_codes(&out);
+    no_link_torn_down_at_exit(&out);
     json_file(&dir.path().join("r.json"))
+}
+
+/// A run closed its broker links before it exited: none was torn down under a connection
+/// still closing (lapin says so in an error line naming the runtime's shutdown).
+pub fn no_link_torn_down_at_exit(out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("being shutdown"),
+        "a broker link was torn down at exit: {err}"
+    );
 }
 
 /// A run's stderr, a pipe here, carries no terminal colour codes.
