@@ -156,7 +156,7 @@ impl ConfirmingPublisher {
     /// leaves the other messages of the group with an error (their callers keep the
     /// originals), never with a success that was not confirmed.
     pub async fn send(&self, item: Outbound<'_>) -> Result<()> {
-        check_short_strings(&item)?;
+        check_outbound(&item)?;
         let (result, mut mine) = oneshot::channel();
         self.waiting_list().push(Waiting {
             exchange: item.exchange.to_string(),
@@ -225,7 +225,7 @@ impl ConfirmingPublisher {
     pub async fn send_batch(&self, items: &[Outbound<'_>]) -> Vec<Result<()>> {
         let mut results: Vec<Option<Result<()>>> = items
             .iter()
-            .map(|it| check_short_strings(it).err().map(Err))
+            .map(|it| check_outbound(it).err().map(Err))
             .collect();
         let valid: Vec<Outbound<'_>> = items
             .iter()
@@ -530,9 +530,24 @@ impl InFlight {
 /// The longest AMQP short string: exchange names, routing keys and header names.
 pub const MAX_SHORT_STRING: usize = 255;
 
-/// Refuse a message whose exchange, routing key or a header name does not fit an AMQP short
-/// string; sent anyway, it would be cut or break the connection for every other message.
-fn check_short_strings(it: &Outbound<'_>) -> Result<()> {
+/// RabbitMQ's default `max_message_size`: the largest body the broker takes.
+pub const MAX_MESSAGE_BYTES: usize = 128 * 1024 * 1024;
+
+/// Refuse a message the broker would refuse by closing the channel under every other message
+/// in flight on it: a body over [`MAX_MESSAGE_BYTES`] (it can never be sent as it is), or an
+/// exchange, routing key or header name that does not fit an AMQP short string (sent anyway,
+/// it would be cut or break the connection).
+fn check_outbound(it: &Outbound<'_>) -> Result<()> {
+    if it.body.len() > MAX_MESSAGE_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "message {} is {} bytes; RabbitMQ takes at most {MAX_MESSAGE_BYTES} (its default max_message_size)",
+                it.id,
+                it.body.len()
+            ),
+        ));
+    }
     let too_long = |what: &str, value: &str| {
         Error::new(
             ErrorKind::InvalidData,

@@ -16,8 +16,7 @@ use postroom_core::{
 };
 use std::sync::Arc;
 
-/// RabbitMQ's default `max_message_size`.
-const MAX_MESSAGE_BYTES: usize = 128 * 1024 * 1024;
+use crate::publisher::MAX_MESSAGE_BYTES;
 
 /// One workload on RabbitMQ: consumers on one connection, publishing (the relay's and the
 /// consumers' retry and parking copies) on another, so that a broker blocking publishers

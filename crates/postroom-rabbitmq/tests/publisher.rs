@@ -276,3 +276,30 @@ async fn with_several_channels_a_caller_whose_message_was_taken_waits_for_its_re
         "{empty} turns found nothing to send for 120 callers: callers spun on free channels"
     );
 }
+
+/// A message larger than the broker takes (RabbitMQ's `max_message_size`, 128 MiB by default)
+/// is refused before it is sent, as invalid data, and costs its batch mates nothing: sent, the
+/// broker would close the channel under every message in flight on it.
+#[tokio::test]
+async fn a_message_over_the_brokers_size_limit_is_refused_before_it_is_sent() {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer("big", &["b"]).await;
+    let p = t.publisher();
+    let mut huge = msg("b", 1);
+    huge.body = vec![b'x'; 128 * 1024 * 1024 + 1];
+    let batch = vec![msg("b", 0), huge, msg("b", 2)];
+    let results = p.publish_batch(&batch).await;
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    assert!(results[2].is_ok(), "{:?}", results[2]);
+    let err = results[1].as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
+    assert!(err.message().contains("134217728"), "{err}");
+    assert!(!err.is_transient(), "{err}");
+    let q = topo.names("big").work_queue;
+    assert!(
+        common::eventually(std::time::Duration::from_secs(15), || async {
+            t.queue_messages(&q).await == 2
+        })
+        .await
+    );
+}
