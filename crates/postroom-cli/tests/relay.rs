@@ -4,7 +4,9 @@
 //! file, every envelope decodable; two relays on one PostgreSQL outbox, one killed with
 //! SIGKILL in the middle, lose nothing and keep each aggregate's order; SIGTERM drains
 //! (nothing stays leased); with `--retention 0s` on PostgreSQL the relay deletes each row it
-//! published and the outbox ends empty; `/metrics`, `/healthz` and `/readyz` answer. The
+//! published and the outbox ends empty; a row the broker can never take (over NATS's
+//! `max_payload`) is held with its reason while other aggregates flow; `/metrics`, `/healthz`
+//! and `/readyz` answer. The
 //! README's Node snippet is checked for syntax only (its `pg` module is not installed here).
 
 mod common;
@@ -422,4 +424,109 @@ fn a_relay_refuses_bad_input_clearly() {
     .unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
+}
+
+/// Insert an outbox row of `aggregate` to route `t.big` with `body` into the SQLite outbox at
+/// `db`; returns its id.
+async fn insert_row(db: &sqlx::SqlitePool, aggregate: &str, body: Vec<u8>) -> String {
+    let id = uuid::Uuid::now_v7().to_string();
+    let now = chrono::Utc::now().timestamp_millis();
+    sqlx::query(
+        "INSERT INTO postroom_outbox (message_id, route_kind, route, headers, body, aggregate_key, \
+         created_at, available_at) VALUES (?, 'topic', 't.big', '{}', ?, ?, ?, ?)",
+    )
+    .bind(&id)
+    .bind(body)
+    .bind(aggregate)
+    .bind(now)
+    .bind(now)
+    .execute(db)
+    .await
+    .unwrap();
+    id
+}
+
+/// A row the broker can never take as it is (2 MiB, over the NATS server's 1 MiB
+/// `max_payload`) stays in the outbox with the reason, is logged as an error and not tried
+/// again at once; the later row of its aggregate waits behind it (order holds), and another
+/// aggregate's row is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_the_broker_can_never_take_is_held_with_its_reason_and_other_aggregates_flow() {
+    use common::parking::ParkingPlace;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nats = common::nats::NatsWorkload::start(d, "too-big").await;
+    let log = d.join("relay.log");
+    let url = common::nats::url();
+    let r = Daemon::start_logging(
+        d,
+        &[
+            "relay",
+            "--database",
+            "app.db",
+            "--broker",
+            &url,
+            "--topology",
+            "topology.toml",
+            "--listen",
+            "127.0.0.1:0",
+            "--relay-id",
+            "big",
+        ],
+        &[],
+        &log,
+    );
+    ready(&r).await;
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", d.join("app.db").display()))
+        .await
+        .unwrap();
+    let huge = insert_row(&db, "a", vec![b'x'; 2 * 1024 * 1024]).await;
+    let after_huge = insert_row(&db, "a", b"{}".to_vec()).await;
+    let other = insert_row(&db, "b", b"{}".to_vec()).await;
+    let state = |id: String| {
+        let db = db.clone();
+        async move {
+            sqlx::query_as::<_, (i64, Option<String>, Option<i64>)>(
+                "SELECT publish_attempts, last_error, published_at FROM postroom_outbox WHERE message_id = ?",
+            )
+            .bind(id)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    wait_for(
+        Duration::from_secs(30),
+        "the other aggregate's row published",
+        || async { state(other.clone()).await.2.is_some() },
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(30),
+        "the huge row tried once",
+        || async { state(huge.clone()).await.0 >= 1 },
+    )
+    .await;
+    // Not tried again soon: a retry cannot help it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (attempts, error, published) = state(huge.clone()).await;
+    assert_eq!(attempts, 1, "tried again at once: {error:?}");
+    assert!(published.is_none());
+    let error = error.expect("the reason is kept on the row");
+    assert!(error.contains("payload"), "{error}");
+    assert!(
+        state(after_huge.clone()).await.2.is_none(),
+        "the next row of its aggregate waits behind it"
+    );
+    assert_eq!(nats.stream_messages(&nats.prefix).await, 1);
+    let status = r.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.lines().any(|l| l.contains("ERROR")
+            && l.contains("cannot take this outbox row")
+            && l.contains(&huge)),
+        "{logged}"
+    );
+    nats.close().await;
 }

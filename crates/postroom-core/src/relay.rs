@@ -62,10 +62,16 @@ pub struct RelayPass {
     pub failed: usize,
 }
 
+/// The most `retry_after` is multiplied by for a row given back again and again.
+const MAX_BACKOFF_FACTOR: u32 = 64;
+
 /// Take in the confirms of `rows` (id, earlier publish attempts) leased to `owner`: a
 /// confirmed row joins `to_mark`; one that failed is given back to `store`, to be tried again
-/// after `retry_after` doubled per earlier attempt (up to 64 times). Says why giving one back
-/// failed, if it did (the others are still given back).
+/// after `retry_after` doubled per earlier attempt (up to 64 times). A row the broker can never
+/// take as it is (invalid data: larger than its message limit, say) waits the longest delay at
+/// once and is logged as an error: it stays in the outbox (nothing is lost, and the next rows
+/// of its aggregate wait behind it, so their order holds) until someone removes or replaces it.
+/// Says why giving one back failed, if it did (the others are still given back).
 async fn take_confirms<S: OutboxStore + ?Sized>(
     store: &S,
     owner: &str,
@@ -81,8 +87,22 @@ async fn take_confirms<S: OutboxStore + ?Sized>(
             Err(e) => {
                 metrics::counter!(m::RELAY_FAILED, "relay" => owner.to_owned(), "kind" => e.kind().as_str())
                     .increment(1);
-                tracing::warn!(message_id = %id, error = %e, "publish failed; row given back");
-                let delay = retry_after.saturating_mul(1 << attempts.min(6));
+                let never = e.kind() == crate::ErrorKind::InvalidData;
+                let delay = if never {
+                    retry_after.saturating_mul(MAX_BACKOFF_FACTOR)
+                } else {
+                    retry_after.saturating_mul((1 << attempts.min(6)).min(MAX_BACKOFF_FACTOR))
+                };
+                if never {
+                    tracing::error!(
+                        message_id = %id,
+                        error = %e,
+                        retry_in_s = delay.as_secs(),
+                        "the broker cannot take this outbox row as it is: it stays in the outbox, and the later rows of its aggregate wait behind it, until it is removed or replaced"
+                    );
+                } else {
+                    tracing::warn!(message_id = %id, error = %e, "publish failed; row given back");
+                }
                 if let Err(e) = store.release(owner, id, &e.to_string(), delay).await {
                     failed = Some(e);
                 }
