@@ -160,3 +160,16 @@ async fn bind_creates_a_new_consumers_topics() {
         "a route Kafka cannot name is refused clearly"
     );
 }
+
+/// A record over the producer's message limit fails alone, as invalid data, and its batch
+/// mates are confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_over_the_message_limit_fails_alone() {
+    let kafka = TestKafka::new("1s");
+    let t = KafkaTransport::new(kafka.config.clone()).expect("transport");
+    t.bind(&Subscription::new("big", &["order.created"]))
+        .await
+        .expect("bind");
+    postroom_testkit::cases::a_message_over_the_transports_limit_fails_alone(&t, "order.created")
+        .await;
+}

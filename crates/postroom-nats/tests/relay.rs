@@ -81,3 +81,21 @@ async fn a_relay_killed_after_publish_before_mark_leaves_one_copy_in_the_stream(
         assert_eq!(probe.calls_for(e.id).len(), 1, "one delivery of {}", e.id);
     }
 }
+
+/// A message over the server's `max_payload` fails alone, as invalid data, and its batch
+/// mates are confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_servers_max_payload_fails_alone() {
+    let nats = TestNats::new().await;
+    let transport = nats.transport(nats.config());
+    transport
+        .bind(&postroom_core::Subscription::new("big", &["order.created"]))
+        .await
+        .unwrap();
+    postroom_testkit::cases::a_message_over_the_transports_limit_fails_alone(
+        transport.as_ref(),
+        "order.created",
+    )
+    .await;
+    assert_eq!(stream_messages(&nats.conn, &nats.prefix).await, 2);
+}

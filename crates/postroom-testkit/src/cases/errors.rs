@@ -72,3 +72,28 @@ pub async fn unknown_error_bounded_then_parked(b: &Arc<Backend>) {
     assert_eq!(p.attempts, pol.max_unknown_retries + 1);
     assert_ne!(p.error_code, codes::HANDLER_PANIC);
 }
+
+/// A message one byte over the largest body `transport` takes fails alone, as invalid data (a
+/// retry cannot help it, and the relay holds such a row with its reason), and the messages
+/// published beside it in the same batch are confirmed: the oversize one never reaches the
+/// broker, where it could break the link under its batch mates. `topic` must be bound.
+pub async fn a_message_over_the_transports_limit_fails_alone(
+    transport: &dyn postroom_core::Transport,
+    topic: &str,
+) {
+    use postroom_core::{ErrorKind, OutgoingMessage};
+    let limit = transport.capabilities().max_message_bytes;
+    let mut huge = OutgoingMessage::from_envelope(&order("huge", 1), topic);
+    huge.body = vec![b'x'; limit + 1];
+    let batch = vec![
+        OutgoingMessage::from_envelope(&order("beside-1", 1), topic),
+        huge,
+        OutgoingMessage::from_envelope(&order("beside-2", 1), topic),
+    ];
+    let results = transport.publisher().publish_batch(&batch).await;
+    assert_eq!(results.len(), 3);
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    assert!(results[2].is_ok(), "{:?}", results[2]);
+    let e = results[1].as_ref().expect_err("over the limit");
+    assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+}
