@@ -23,6 +23,41 @@ use std::time::{Duration, Instant};
 /// Transport label in metrics.
 pub(crate) const TRANSPORT: &str = "kafka";
 
+/// The largest record (body, key and headers) postroom publishes for a producer: a relay's
+/// row, a redrive. It is a little under what a Kafka broker takes by default
+/// ([`MAX_RECORD_BYTES`]): a consumer's retry and parking copies carry more headers than the
+/// original (the attempt, the error text, every diagnostic), and a record that was accepted
+/// must always be retried and parked, never handed back to its partition for want of room.
+pub const MAX_MESSAGE_BYTES: usize = 1_000_000;
+
+/// The largest record the producer sends at all, copies included: a broker's default
+/// `message.max.bytes`.
+pub const MAX_RECORD_BYTES: usize = 1_048_588;
+
+/// The size librdkafka counts for a record of `body`, `key` and `headers` (their names and
+/// values, the message id header included), give or take a few bytes of framing per header.
+fn record_bytes(m: &OutgoingMessage) -> usize {
+    let key = m.headers.get(h::AGGREGATE_KEY).map_or(0, String::len);
+    let headers: usize = m.headers.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    m.body.len() + key + headers + crate::headers::MESSAGE_ID.len() + 36 + 2
+}
+
+/// Refuse a message over [`MAX_MESSAGE_BYTES`]: the broker could take it, but not its retry
+/// or parking copies.
+fn check_size(m: &OutgoingMessage) -> Result<()> {
+    let size = record_bytes(m);
+    if size > MAX_MESSAGE_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "message {} is {size} bytes with its key and headers; postroom publishes at most {MAX_MESSAGE_BYTES} to Kafka (under the broker's default {MAX_RECORD_BYTES}, which its retry and parking copies need)",
+                m.id
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// One record to one topic.
 #[derive(Clone, Copy, Debug)]
 pub struct Outbound<'a> {
@@ -224,13 +259,17 @@ impl KafkaProducer {
 
     /// Publish postroom messages (topic routes and redrives).
     /// A topic route that ends like a consumer's own topics is refused (it would land in
-    /// that consumer's parking, redrive, ledger or stage topic).
+    /// that consumer's parking, redrive, ledger or stage topic), and so is a message over
+    /// [`MAX_MESSAGE_BYTES`].
     pub async fn publish_messages(&self, messages: &[OutgoingMessage]) -> Vec<Result<()>> {
         let refused: Vec<Option<Error>> = messages
             .iter()
-            .map(|m| match &m.route {
-                Route::Topic(t) => crate::naming::check_route(t).err(),
-                Route::Consumer(_) => None,
+            .map(|m| {
+                let route = match &m.route {
+                    Route::Topic(t) => crate::naming::check_route(t),
+                    Route::Consumer(_) => Ok(()),
+                };
+                route.and_then(|()| check_size(m)).err()
             })
             .collect();
         let topics: Vec<String> = messages.iter().map(|m| self.address(m)).collect();
@@ -278,7 +317,8 @@ fn build(config: &KafkaConfig) -> Result<FutureProducer> {
     c.set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "2")
-        .set("message.timeout.ms", "30000");
+        .set("message.timeout.ms", "30000")
+        .set("message.max.bytes", MAX_RECORD_BYTES.to_string());
     let producer: FutureProducer = c
         .create()
         .map_err(|e| kafka("creating the Kafka producer", e))?;

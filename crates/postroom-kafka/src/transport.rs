@@ -20,8 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The default `message.max.bytes` of a Kafka broker.
-const MAX_MESSAGE_BYTES: usize = 1_000_000;
+use crate::producer::MAX_MESSAGE_BYTES;
 
 /// One workload on Kafka.
 pub struct KafkaTransport {

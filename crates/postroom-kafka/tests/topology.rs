@@ -173,3 +173,72 @@ async fn a_record_over_the_message_limit_fails_alone() {
     postroom_testkit::cases::a_message_over_the_transports_limit_fails_alone(&t, "order.created")
         .await;
 }
+
+/// The next delivery of `sub`, within 60 s.
+async fn next_delivery(sub: &mut postroom_core::BoxSubscriber) -> postroom_core::BoxDelivery {
+    use postroom_core::Subscriber;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(d) = sub.next(Duration::from_secs(5)).await.expect("next") {
+            return d;
+        }
+    }
+    panic!("no delivery within 60 s");
+}
+
+/// A record that only just fits the message limit is retried and parked like any other: the
+/// copies carry more headers than the original (the retry attempt, the error text, every
+/// diagnostic), so they need room the original did not; without it the copy could never be
+/// sent, and the record went back to its partition for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_just_fits_the_limit_can_still_be_retried_and_parked() {
+    use postroom_core::consumer::record::parked_record;
+    use postroom_core::{Delivery, ErrorClass, OutgoingMessage, ParkReason};
+    let kafka = TestKafka::new("1s");
+    let t = KafkaTransport::new(kafka.config.clone()).expect("transport");
+    let mut sub = t
+        .subscribe(&Subscription::new("near", &["order.created"]))
+        .await
+        .expect("subscribe");
+    let mut m = OutgoingMessage::from_envelope(
+        &postroom_testkit::cases::order("near-1", 1),
+        "order.created",
+    );
+    let around: usize = m.headers.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    m.body = vec![b'x'; postroom_kafka::producer::MAX_MESSAGE_BYTES - around - 200];
+    t.publisher().publish(&m).await.expect("the original fits");
+
+    let first = next_delivery(&mut sub).await;
+    assert_eq!(first.message().body.len(), m.body.len());
+    let mut plan = postroom_testkit::probe::first_transient_retry(
+        &postroom_testkit::probe::policy("1s", 3),
+        chrono::Utc::now(),
+    );
+    plan.error_message = "e".repeat(500);
+    first
+        .retry(&plan)
+        .await
+        .map_err(|(e, _)| e)
+        .expect("the retry copy is sent");
+
+    let again = next_delivery(&mut sub).await;
+    assert_eq!(again.message().body.len(), m.body.len());
+    assert_eq!(again.message().attempt(), 1);
+    let cfg = postroom_testkit::probe::config(
+        "near",
+        postroom_testkit::probe::policy("1s", 3),
+        1,
+        postroom_core::Ordering::Unordered,
+    );
+    let reason = ParkReason {
+        error_class: ErrorClass::Transient,
+        error_code: "retry_budget_exhausted".into(),
+        error_message: "e".repeat(10_000),
+    };
+    let record = parked_record(&cfg, again.message(), None, &reason);
+    again
+        .park(&record)
+        .await
+        .map_err(|(e, _)| e)
+        .expect("the parking copy is sent");
+}
