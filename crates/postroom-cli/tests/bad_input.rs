@@ -527,3 +527,32 @@ fn consumers_whose_queues_would_be_the_same_queue_are_refused() {
         plan_refused(d, &broker, "same.toml", queue);
     }
 }
+
+/// A broker URL's setting that its transport does not read, or a value out of range, is
+/// refused by name before anything is made: a misspelt setting is never dropped silently.
+#[test]
+fn a_broker_url_setting_that_is_not_read_or_out_of_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("t.toml"),
+        "prefix = \"urls\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
+    )
+    .unwrap();
+    let nats = common::nats::url();
+    let kafka = common::kafka();
+    for (broker, needle) in [
+        (format!("{nats}?ack_wait=5s"), "\"ack_wait\""),
+        (format!("{nats}/stream"), "path"),
+        (
+            "sqs://127.0.0.1:5000?region=".to_string(),
+            "region needs a value",
+        ),
+        (
+            format!("{kafka}?partitions=99999999999"),
+            "from 1 to 2147483647",
+        ),
+    ] {
+        plan_refused(d, &broker, "t.toml", needle);
+    }
+}

@@ -26,6 +26,12 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConf
         .host_str()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| OpsError::usage(format!("broker {}: no host", broker.redacted())))?;
+    if !matches!(url.path(), "" | "/") {
+        return Err(OpsError::usage(format!(
+            "broker {}: a Kafka URL has no path (topic names come from the workload)",
+            broker.redacted()
+        )));
+    }
     let mut brokers = vec![format!("{host}:{}", url.port().unwrap_or(9092))];
     if let Some(text) = &spec.topology_text {
         TopologyFile::only_neutral_keys(
@@ -44,8 +50,9 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConf
                 .filter(|n| *n >= 1)
                 .ok_or_else(|| {
                     OpsError::usage(format!(
-                        "broker {}: {key} must be a whole number of at least 1, not {value:?}",
-                        broker.redacted()
+                        "broker {}: {key} must be a whole number from 1 to {}, not {value:?}",
+                        broker.redacted(),
+                        i32::MAX
                     ))
                 })
         };
@@ -197,6 +204,8 @@ mod tests {
             ("kafka://k?partitions=0", "partitions must be"),
             ("kafka://k?partitions=x", "partitions must be"),
             ("kafka://k?linger=5", "unknown setting"),
+            ("kafka://k?partitions=2147483648", "from 1 to 2147483647"),
+            ("kafka://k/topic", "no path"),
         ] {
             let e = config_of(&Endpoint::broker(url).unwrap(), &spec()).unwrap_err();
             assert!(e.message.contains(needle), "{url}: {e}");

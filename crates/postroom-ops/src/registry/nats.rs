@@ -102,7 +102,28 @@ fn from_text(text: &str, spec: &TransportSpec) -> OpsResult<(NatsConfig, Vec<Str
     Ok((config, explicit))
 }
 
+/// Refuse what a `nats://` URL could carry but postroom does not read: a path, or a query
+/// (the client would drop it silently; every NATS setting is a topology file key).
+pub fn check_url(endpoint: &Endpoint) -> OpsResult {
+    let url = url::Url::parse(endpoint.expose())
+        .map_err(|e| OpsError::usage(format!("broker {}: {e}", endpoint.redacted())))?;
+    if !matches!(url.path(), "" | "/") {
+        return Err(OpsError::usage(format!(
+            "broker {}: a NATS URL has no path (stream names come from the workload)",
+            endpoint.redacted()
+        )));
+    }
+    if let Some((key, _)) = url.query_pairs().next() {
+        return Err(OpsError::usage(format!(
+            "broker {}: a NATS URL takes no settings, not {key:?}: ack_wait, max_deliver and the rest are keys of the topology file",
+            endpoint.redacted()
+        )));
+    }
+    Ok(())
+}
+
 async fn connect(endpoint: &Endpoint) -> OpsResult<NatsConnection> {
+    check_url(endpoint)?;
     NatsConnection::connect(endpoint.expose(), "postroom")
         .await
         .map_err(|e| cannot_reach("NATS", endpoint, e))
@@ -155,6 +176,16 @@ mod tests {
 
     fn file(text: &str) -> OpsResult<NatsConfig> {
         config_of(&TransportSpec::from_file(TopologyFile::parse(text)?))
+    }
+
+    #[test]
+    fn a_nats_url_with_a_path_or_settings_is_refused() {
+        check_url(&Endpoint::broker("nats://127.0.0.1:4222").unwrap()).unwrap();
+        check_url(&Endpoint::broker("nats://u:p@127.0.0.1:4222/").unwrap()).unwrap();
+        let e = check_url(&Endpoint::broker("nats://h:4222?max_deliver=3").unwrap()).unwrap_err();
+        assert!(e.message.contains("\"max_deliver\""), "{e}");
+        let e = check_url(&Endpoint::broker("nats://h:4222/s").unwrap()).unwrap_err();
+        assert!(e.message.contains("no path"), "{e}");
     }
 
     #[test]

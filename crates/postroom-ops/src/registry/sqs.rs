@@ -83,7 +83,13 @@ pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
     let mut tls = None;
     for (k, v) in url.query_pairs() {
         match k.as_ref() {
-            "region" if !v.is_empty() => region = Some(v.into_owned()),
+            "region" if v.is_empty() => {
+                return Err(OpsError::usage(format!(
+                    "{}: region needs a value (us-east-1, say), or leave it out to take the AWS environment's",
+                    broker.redacted()
+                )));
+            }
+            "region" => region = Some(v.into_owned()),
             "tls" => {
                 tls = Some(match v.as_ref() {
                     "true" | "1" | "on" => true,
@@ -266,6 +272,8 @@ mod tests {
         assert!(parsed("sqs://h/queue").is_err());
         assert!(parsed("sqs://h?colour=red").is_err());
         assert!(parsed("sqs://h?tls=maybe").is_err());
+        let e = parsed("sqs://h?region=").unwrap_err();
+        assert!(e.message.contains("region needs a value"), "{e}");
     }
 
     #[test]
