@@ -543,6 +543,11 @@ fn a_broker_url_setting_that_is_not_read_or_out_of_range_is_refused() {
     let kafka = common::kafka();
     for (broker, needle) in [
         (format!("{nats}?ack_wait=5s"), "\"ack_wait\""),
+        (format!("{}?hearbeat=10", common::amqp()), "\"hearbeat\""),
+        (
+            format!("{}?heartbeat=soon", common::amqp()),
+            "heartbeat must be a whole number",
+        ),
         (format!("{nats}/stream"), "path"),
         (
             "sqs://127.0.0.1:5000?region=".to_string(),

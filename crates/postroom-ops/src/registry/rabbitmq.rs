@@ -124,8 +124,44 @@ pub fn management_api(
     }
 }
 
+/// The settings an AMQP URL's query may carry: the client's numbers, its login mechanism, and
+/// the CA file of a TLS broker.
+const AMQP_NUMBERS: [&str; 4] = [
+    "heartbeat",
+    "channel_max",
+    "frame_max",
+    "connection_timeout",
+];
+
+/// Refuse an AMQP URL setting the client would drop silently (a misspelt one) or a number it
+/// cannot read, naming it.
+pub fn check_url(broker: &Endpoint) -> OpsResult {
+    let url = url::Url::parse(broker.expose())
+        .map_err(|e| OpsError::usage(format!("broker {}: {e}", broker.redacted())))?;
+    for (key, value) in url.query_pairs() {
+        let key = key.as_ref();
+        if AMQP_NUMBERS.contains(&key) {
+            if value.parse::<u32>().is_err() {
+                return Err(OpsError::usage(format!(
+                    "broker {}: {key} must be a whole number, not {value:?}",
+                    broker.redacted()
+                )));
+            }
+        } else if key != "auth_mechanism" && key != postroom_rabbitmq::tls::CA_FILE_PARAM {
+            return Err(OpsError::usage(format!(
+                "broker {}: unknown setting {key:?} (known: {}, auth_mechanism, {})",
+                broker.redacted(),
+                AMQP_NUMBERS.join(", "),
+                postroom_rabbitmq::tls::CA_FILE_PARAM
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The topology configuration of `spec` and the management API that applies it.
 fn prepare(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<(TopologyConfig, ManagementApi)> {
+    check_url(broker)?;
     let config = config_of(broker, spec)?;
     let explicit = std::env::var(BROKER_API_ENV).ok();
     let api = management_api(broker, explicit.as_deref(), &config.vhost)?;
@@ -176,6 +212,20 @@ impl TransportDriver for RabbitDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_amqp_url_setting_the_client_would_drop_is_refused() {
+        let ok = "amqps://u:p@mq:5671/%2f?heartbeat=10&connection_timeout=5000&auth_mechanism=plain&cacertfile=/ca.pem";
+        check_url(&Endpoint::broker(ok).unwrap()).unwrap();
+        let e = check_url(&Endpoint::broker("amqp://u:p@mq/%2f?hearbeat=10").unwrap()).unwrap_err();
+        assert!(e.message.contains("\"hearbeat\""), "{e}");
+        assert!(!e.message.contains(":p@"), "{e}");
+        let e = check_url(&Endpoint::broker("amqp://mq/%2f?heartbeat=soon").unwrap()).unwrap_err();
+        assert!(
+            e.message.contains("heartbeat must be a whole number"),
+            "{e}"
+        );
+    }
 
     fn api(broker: &str) -> String {
         management_url_from(&Endpoint::broker(broker).unwrap(), None)
