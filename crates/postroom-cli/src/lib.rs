@@ -95,7 +95,7 @@ async fn dispatch(cli: Cli) -> OpsResult {
 fn init_tracing(format: &str) {
     // Warnings by default, except the AWS SDK's instance-metadata lookups: off a cloud host
     // they fail as expected, and what is missing (a region, credentials) is our error's to say.
-    const DEFAULT: &str = "warn,aws_config::imds=error";
+    const DEFAULT: &str = "warn,aws_config::imds=error,aws_config::meta::credentials=error";
     let filter = match std::env::var("POSTROOM_LOG") {
         Ok(spec) => tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
             eprintln!(

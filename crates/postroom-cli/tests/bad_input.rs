@@ -291,6 +291,64 @@ fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
     assert!(!err.contains("IMDS"), "{err}");
 }
 
+/// SQS with no AWS credentials anywhere says so in one line (exit 2), not with the SDK's
+/// debug dump of its provider chain, and without the chain's warnings.
+#[test]
+fn sqs_without_credentials_says_so_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("topology.toml"),
+        "prefix = \"p\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
+    )
+    .unwrap();
+    let out = common::postroom_cmd(d, &["topology", "plan", "--broker", &common::sqs::url()])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_CONFIG_FILE")
+        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
+        .env("AWS_REGION", "us-east-1")
+        .env("HOME", d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no AWS credentials"), "{err}");
+    assert!(err.contains("AWS_ACCESS_KEY_ID"), "{err}");
+    assert!(!err.contains("ProviderError("), "{err}");
+    assert!(!err.contains("WARN"), "{err}");
+}
+
+/// An SQS endpoint nobody answers at is named as refusing, in words (exit 3).
+#[test]
+fn an_sqs_endpoint_nobody_answers_is_named_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("topology.toml"),
+        "prefix = \"p\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
+    )
+    .unwrap();
+    let out = common::postroom_cmd(
+        d,
+        &[
+            "topology",
+            "plan",
+            "--broker",
+            "sqs://127.0.0.1:1?region=us-east-1",
+        ],
+    )
+    .envs(common::sqs::aws_env())
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("Connection refused"), "{err}");
+    assert!(!err.contains("ConnectorError {"), "{err}");
+}
+
 #[test]
 fn a_database_that_does_not_exist_is_a_configuration_error() {
     use postroom_testkit::servers::postgres::{server_url, with_database};

@@ -32,10 +32,33 @@ pub fn loader() -> ConfigLoader {
 }
 
 /// A client from `loader` (see [`loader`]); `endpoint`, when given, replaces the endpoint the
-/// environment names. Fails when no region is configured.
+/// environment names. Fails, in words, when no region is configured or the environment has no
+/// credentials.
 pub async fn connect(loader: ConfigLoader, endpoint: Option<&str>) -> Result<aws_sdk_sqs::Client> {
     let config = loader.load().await;
-    client_from(&config, endpoint)
+    let client = client_from(&config, endpoint)?;
+    check_credentials(&config).await?;
+    Ok(client)
+}
+
+/// Resolve the configuration's credentials once, so that an environment without any fails at
+/// start-up with what to set, not at the first call with the SDK's account of every provider
+/// it asked.
+async fn check_credentials(config: &SdkConfig) -> Result<()> {
+    use aws_sdk_sqs::config::ProvideCredentials;
+    let why = match config.credentials_provider() {
+        None => "no credentials provider is configured".to_string(),
+        Some(provider) => match provider.provide_credentials().await {
+            Ok(_) => return Ok(()),
+            Err(e) => e.to_string(),
+        },
+    };
+    Err(Error::new(
+        ErrorKind::Config,
+        format!(
+            "no AWS credentials ({why}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile that has them, or run where an instance or container role provides them"
+        ),
+    ))
 }
 
 /// A client for `endpoint` in `region` (each `None`: what the AWS environment says), with

@@ -72,10 +72,10 @@ where
             } else {
                 ErrorKind::Connection
             };
-            (
-                kind,
-                format!("request not delivered: {:?}", d.as_connector_error()),
-            )
+            let why = d
+                .as_connector_error()
+                .map_or_else(|| "no detail".to_string(), |c| in_words(c));
+            (kind, format!("request not delivered: {why}"))
         }
         SdkError::ResponseError(_) => (ErrorKind::Io, "unreadable response".to_string()),
         SdkError::ServiceError(s) => {
@@ -95,6 +95,25 @@ where
         _ => (ErrorKind::Io, "unexpected SDK error".to_string()),
     };
     Error::new(kind, format!("{context}: {text}"))
+}
+
+/// `e` and its sources, each in its own words, without repeats: `tcp connect error:
+/// Connection refused (os error 111)`.
+fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        let text = err.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = err.source();
+    }
+    if parts.is_empty() {
+        "no detail".to_string()
+    } else {
+        parts.join(": ")
+    }
 }
 
 /// The service error code of an SDK error, if it is one.
