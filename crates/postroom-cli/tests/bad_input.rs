@@ -349,6 +349,48 @@ fn an_sqs_endpoint_nobody_answers_is_named_in_words() {
     assert!(!err.contains("ConnectorError {"), "{err}");
 }
 
+/// A relay on a Kafka broker nobody answers at names it at start-up (exit 3), within the
+/// metadata wait, instead of waiting out the admin client's request timeout and saying only
+/// "OperationTimedOut" about creating topics.
+#[test]
+fn a_kafka_broker_nobody_answers_is_named_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("t.toml"),
+        "prefix = \"gone\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = common::postroom_cmd(
+        d,
+        &[
+            "relay",
+            "--database",
+            "app.db",
+            "--broker",
+            "kafka://127.0.0.1:1",
+            "--topology",
+            "t.toml",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot use Kafka at kafka://127.0.0.1:1"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(45),
+        "took {:?}: {err}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn a_database_that_does_not_exist_is_a_configuration_error() {
     use postroom_testkit::servers::postgres::{server_url, with_database};

@@ -109,14 +109,16 @@ impl TransportDriver for KafkaDriver {
         spec: &TransportSpec,
     ) -> OpsResult<Arc<dyn Transport>> {
         let config = config_of(endpoint, spec)?;
+        // Reach the cluster first (its metadata, within seconds): a broker nobody answers at
+        // is named now, not after the admin client's request timeout on the first topic.
+        let topology = Topology::new(&config, consumers_of(spec))?;
+        let existing = topology
+            .existing()
+            .await
+            .map_err(|e| cannot_reach("Kafka", endpoint, e))?;
         if spec.fresh {
             // The workload's names belong to this run: its topics and groups start empty, so
             // that no record or offset of an earlier, interrupted run reaches this one.
-            let topology = Topology::new(&config, consumers_of(spec))?;
-            let existing = topology
-                .existing()
-                .await
-                .map_err(|e| cannot_reach("Kafka", endpoint, e))?;
             let ours: Vec<String> = existing
                 .into_keys()
                 .filter(|t| t.starts_with(&format!("{}.", config.prefix)))
