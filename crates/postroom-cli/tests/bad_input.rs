@@ -268,13 +268,8 @@ fn a_database_that_refuses_connections_is_named_as_refusing() {
 
 #[test]
 fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = one_consumer_topology("topology.toml", "p");
     let d = dir.path();
-    std::fs::write(
-        d.join("topology.toml"),
-        "prefix = \"p\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
-    )
-    .unwrap();
     let out = common::postroom_cmd(d, &["topology", "plan", "--broker", "sqs://127.0.0.1:1"])
         .env_remove("AWS_REGION")
         .env_remove("AWS_DEFAULT_REGION")
@@ -295,13 +290,8 @@ fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
 /// debug dump of its provider chain, and without the chain's warnings.
 #[test]
 fn sqs_without_credentials_says_so_in_words() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = one_consumer_topology("topology.toml", "p");
     let d = dir.path();
-    std::fs::write(
-        d.join("topology.toml"),
-        "prefix = \"p\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
-    )
-    .unwrap();
     let out = common::postroom_cmd(d, &["topology", "plan", "--broker", &common::sqs::url()])
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
@@ -324,13 +314,8 @@ fn sqs_without_credentials_says_so_in_words() {
 /// An SQS endpoint nobody answers at is named as refusing, in words (exit 3).
 #[test]
 fn an_sqs_endpoint_nobody_answers_is_named_in_words() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = one_consumer_topology("topology.toml", "p");
     let d = dir.path();
-    std::fs::write(
-        d.join("topology.toml"),
-        "prefix = \"p\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
-    )
-    .unwrap();
     let out = common::postroom_cmd(
         d,
         &[
@@ -354,13 +339,8 @@ fn an_sqs_endpoint_nobody_answers_is_named_in_words() {
 /// "OperationTimedOut" about creating topics.
 #[test]
 fn a_kafka_broker_nobody_answers_is_named_at_start_up() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = one_consumer_topology("t.toml", "gone");
     let d = dir.path();
-    std::fs::write(
-        d.join("t.toml"),
-        "prefix = \"gone\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
-    )
-    .unwrap();
     let started = std::time::Instant::now();
     let out = common::postroom_cmd(
         d,
@@ -443,6 +423,18 @@ fn plan_refused(d: &std::path::Path, broker: &str, file: &str, needle: &str) {
         "{broker} {file}: {needle} not in {err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A temporary directory holding the topology file `file`: workload `prefix`, consumer `c`
+/// bound to `a.b`.
+fn one_consumer_topology(file: &str, prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(file),
+        format!("prefix = \"{prefix}\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n"),
+    )
+    .unwrap();
+    dir
 }
 
 /// `postroom relay` into the database's own queue with the topology file `file` stops at
@@ -632,13 +624,8 @@ fn consumers_whose_queues_would_be_the_same_queue_are_refused() {
 /// refused by name before anything is made: a misspelt setting is never dropped silently.
 #[test]
 fn a_broker_url_setting_that_is_not_read_or_out_of_range_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = one_consumer_topology("t.toml", "urls");
     let d = dir.path();
-    std::fs::write(
-        d.join("t.toml"),
-        "prefix = \"urls\"\n[[consumers]]\nname = \"c\"\nbindings = [\"a.b\"]\n",
-    )
-    .unwrap();
     let nats = common::nats::url();
     let kafka = common::kafka();
     for (broker, needle) in [
