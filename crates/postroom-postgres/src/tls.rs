@@ -36,6 +36,50 @@ fn sslmode_in_url(url: &str) -> Option<String> {
         .next_back()
 }
 
+/// The URL settings the driver reads; it drops any other with a warning, and a misspelt one
+/// (`sslmod=require`) would leave the link without what it asks for.
+const URL_SETTINGS: [&str; 17] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+];
+
+/// Refuse a URL setting the driver does not read, by name (never the URL: it may hold a
+/// password).
+fn check_url_settings(url: &str) -> Result<()> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    let query = query.split('#').next().unwrap_or(query);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+        if key != "options" && !URL_SETTINGS.contains(&key) {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "not a PostgreSQL URL setting: {key:?} (known: {}, options)",
+                    URL_SETTINGS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `host` never leaves the machine: a loopback address, `localhost`, or a socket path.
 #[must_use]
 pub fn is_local_host(host: &str) -> bool {
@@ -71,6 +115,7 @@ fn parse_mode(text: &str, origin: &str) -> Result<PgSslMode> {
 /// Connect options for `url` with postroom's TLS policy applied. The error for an unreadable
 /// URL never repeats the URL (it may hold a password).
 pub fn connect_options(url: &str) -> Result<PgConnectOptions> {
+    check_url_settings(url)?;
     let options = url.parse::<PgConnectOptions>().map_err(|e| {
         Error::new(
             ErrorKind::Config,
@@ -170,6 +215,19 @@ mod tests {
         ));
         assert!(matches!(effective_mode(None, true), PgSslMode::Prefer));
         assert!(matches!(effective_mode(None, false), PgSslMode::VerifyFull));
+    }
+
+    #[test]
+    fn a_url_setting_the_driver_would_drop_is_refused_by_name() {
+        // A misspelt `sslmode` would leave the link without the TLS it asks for.
+        let e = connect_options("postgres://u:secret@db.internal/app?sslmod=require").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        assert!(e.message().contains("\"sslmod\""), "{e}");
+        assert!(!e.message().contains("secret"), "{e}");
+        connect_options(
+            "postgres://u@h/app?sslmode=require&sslrootcert=/ca.pem&application_name=x&options=-c%20a%3Db",
+        )
+        .unwrap();
     }
 
     #[test]
