@@ -254,3 +254,58 @@ async fn close_returns_after_the_connection_has_ended() {
         );
     }
 }
+
+/// `close` on a runtime whose threads are busy (handlers under load hold them a few
+/// milliseconds at a time) logs no error: the client's own tasks, which run on the same
+/// runtime, fall behind the broker's answers, and a channel closed just before the connection
+/// must not be forgotten twice by it ("Connection error: invalid channel").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_while_the_runtime_is_busy_logs_no_error() {
+    let errors = Errors::default();
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(errors.clone()))
+        .expect("one subscriber per test process");
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let hogs: Vec<_> = (0..4)
+        .map(|_| {
+            let busy = busy.clone();
+            tokio::spawn(async move {
+                while busy.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for round in 0..30 {
+        let broker = postroom_rabbitmq::Broker::connect(&common::amqp_url())
+            .await
+            .expect("connect");
+        let mut channels = Vec::new();
+        for _ in 0..3 {
+            channels.push(broker.channel().await.expect("channel"));
+        }
+        let holder = channels.pop().expect("a channel");
+        if round % 2 == 0 {
+            // A holder closes its channel as the program closes the link.
+            let watched = holder.clone();
+            let closing = tokio::spawn(async move { holder.close(200, "done").await });
+            while watched.status().connected() {
+                tokio::task::yield_now().await;
+            }
+            broker.close().await;
+            let _ = closing.await;
+        } else {
+            // A holder closed its channel just before (a subscriber that stopped).
+            holder.close(200, "done").await.expect("channel closed");
+            broker.close().await;
+        }
+    }
+    busy.store(false, Ordering::SeqCst);
+    for hog in hogs {
+        hog.await.unwrap();
+    }
+    // What the client logs from its own tasks after the close has had time to run.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let errors = errors.0.lock().unwrap().clone();
+    assert!(errors.is_empty(), "closing logged errors: {errors:#?}");
+}
