@@ -8,6 +8,7 @@ use crate::config::ConfigFile;
 use crate::connect;
 use crate::prompt::confirm;
 use postroom_core::ParkingFilter;
+use postroom_core::parking::redrive::RedriveSkip;
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::parking::filter::parse_id;
 use postroom_ops::parking::ingest::ingest_all;
@@ -180,18 +181,27 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
         redrive.resume(run_id).await?
     } else {
         let preview = redrive.preview(&filter, a.limit).await?;
+        let would_skip = |reason: RedriveSkip| {
+            preview
+                .iter()
+                .filter(|(_, skip)| *skip == Some(reason))
+                .count()
+        };
+        let skipping = preview.iter().filter(|(_, skip)| skip.is_some()).count();
         if a.dry_run || !a.json {
             eprintln!(
-                "{} message(s) selected for redrive at {rate}/s:",
-                preview.len()
+                "{} message(s) selected: {} would go back, {skipping} would be skipped (rate {rate}/s):",
+                preview.len(),
+                preview.len() - skipping,
             );
-            for m in preview.iter().take(20) {
+            for (m, skip) in preview.iter().take(20) {
                 eprintln!(
-                    "  {}  {}  {}  {}",
+                    "  {}  {}  {}  {}{}",
                     m.message_id,
                     escape_controls(&m.consumer),
                     escape_controls(m.message_type.as_deref().unwrap_or("?")),
-                    escape_controls(&m.error_code)
+                    escape_controls(&m.error_code),
+                    skip.map_or(String::new(), |r| format!("  skip: {}", skip_in_words(r)))
                 );
             }
             if preview.len() > 20 {
@@ -200,9 +210,18 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
         }
         if a.dry_run {
             if a.json {
+                let by_reason: serde_json::Map<String, serde_json::Value> = RedriveSkip::ALL
+                    .iter()
+                    .map(|r| (r.as_str().to_string(), would_skip(*r).into()))
+                    .collect();
                 println!(
                     "{}",
-                    serde_json::json!({"dry_run": true, "selected": preview.len()})
+                    serde_json::json!({
+                        "dry_run": true,
+                        "selected": preview.len(),
+                        "would_send": preview.len() - skipping,
+                        "would_skip": by_reason,
+                    })
                 );
             }
             return Ok(());
@@ -210,7 +229,16 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
         if preview.is_empty() {
             return Ok(());
         }
-        if !a.yes && !confirm(&format!("Redrive {} message(s)?", preview.len()), "redrive")? {
+        if !a.yes
+            && !confirm(
+                &format!(
+                    "Redrive {} message(s) ({} would go back, {skipping} would be skipped)?",
+                    preview.len(),
+                    preview.len() - skipping
+                ),
+                "redrive",
+            )?
+        {
             return Err(OpsError::failed(
                 "redrive not confirmed; nothing changed (use --yes to skip the question)",
             ));
@@ -231,10 +259,14 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
     let tty = std::io::stderr().is_terminal();
     let result = redrive
         .execute(&run, rate, |p| {
+            let line = format!(
+                "  {}/{} done, {} skipped in this pass",
+                p.done, p.total, p.skipped
+            );
             if tty {
-                eprint!("\r  redriven {}/{}", p.done, p.total);
+                eprint!("\r{line}");
             } else if p.done == p.total || p.done % 100 == 0 {
-                eprintln!("  redriven {}/{}", p.done, p.total);
+                eprintln!("{line}");
             }
         })
         .await;
@@ -278,16 +310,21 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
                 "  skipped {}  {}  {}",
                 s.message.message_id,
                 escape_controls(&s.message.consumer),
-                match s.reason {
-                    postroom_core::parking::redrive::RedriveSkip::AlreadyApplied =>
-                        "already applied (its consumer's inbox holds the id)",
-                    postroom_core::parking::redrive::RedriveSkip::OlderThanReplayWindow =>
-                        "older than the replay window (check by hand; --force sends it)",
-                }
+                skip_in_words(s.reason)
             );
         }
     }
     Ok(())
+}
+
+/// Why a message is not sent back, in words, with what the command line can do about it.
+fn skip_in_words(reason: RedriveSkip) -> String {
+    match reason {
+        RedriveSkip::AlreadyApplied => reason.in_words().to_string(),
+        RedriveSkip::OlderThanReplayWindow => {
+            "older than the replay window (check by hand; --force sends it)".to_string()
+        }
+    }
 }
 
 async fn runs(ctx: &Ctx<'_>, a: RunsArgs) -> OpsResult {

@@ -185,3 +185,94 @@ async fn redrive_skips_what_the_inbox_applied_and_refuses_the_too_old_unless_for
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// The dry run says what the run would do with each selected message: which would go back and
+/// which would be skipped, and why, in the text listing and in the JSON summary; the run then
+/// does just that. A dry run that counted every selected message as going back would promise
+/// a redrive the guard then refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_says_which_messages_the_run_would_skip_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("app.db")).await.unwrap();
+    store.queue().bind(CONSUMER, &["order.*"]).await.unwrap();
+    let applied = id_made_ago(Duration::from_secs(60));
+    let fresh = id_made_ago(Duration::from_secs(60));
+    let month_old = id_made_ago(Duration::from_secs(30 * 24 * 3600));
+    for id in [applied, fresh, month_old] {
+        store.park(&parked(id)).await.unwrap();
+    }
+    let mut conn = store.pool().acquire().await.unwrap();
+    assert!(
+        postroom_sqlite::inbox::claim(&mut conn, CONSUMER, applied)
+            .await
+            .unwrap()
+    );
+    drop(conn);
+
+    let d = dir.path().to_path_buf();
+    let dry = tokio::task::spawn_blocking(move || {
+        postroom_cmd(
+            &d,
+            &["parking", "redrive", "--database", "app.db", "--dry-run"],
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    ok(&dry);
+    let text = String::from_utf8_lossy(&dry.stderr);
+    assert!(
+        text.contains("3 message(s) selected: 1 would go back, 2 would be skipped"),
+        "{text}"
+    );
+    let line_of = |id: MessageId| {
+        text.lines()
+            .find(|l| l.contains(&id.to_string()))
+            .unwrap_or_else(|| panic!("{id} listed: {text}"))
+            .to_string()
+    };
+    assert!(line_of(applied).contains("skip: already applied"), "{text}");
+    assert!(
+        line_of(month_old).contains("skip: older than the replay window"),
+        "{text}"
+    );
+    assert!(!line_of(fresh).contains("skip"), "{text}");
+
+    let d = dir.path().to_path_buf();
+    let json = tokio::task::spawn_blocking(move || {
+        postroom_cmd(
+            &d,
+            &[
+                "parking",
+                "redrive",
+                "--database",
+                "app.db",
+                "--dry-run",
+                "--json",
+            ],
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    let summary: serde_json::Value = serde_json::from_str(ok(&json).trim()).expect("JSON");
+    assert_eq!(summary["selected"], 3, "{summary}");
+    assert_eq!(summary["would_send"], 1, "{summary}");
+    assert_eq!(summary["would_skip"]["already_applied"], 1, "{summary}");
+    assert_eq!(
+        summary["would_skip"]["older_than_replay_window"], 1,
+        "{summary}"
+    );
+
+    // The run does what the dry run said.
+    let d = dir.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || redrive(&d, &[]))
+        .await
+        .unwrap();
+    assert_eq!(skipped(&run).len(), 2, "{run}");
+    assert_eq!(store.queue().backlog(CONSUMER).await.unwrap().ready, 1);
+}

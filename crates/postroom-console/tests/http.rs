@@ -544,3 +544,63 @@ async fn a_run_page_that_shows_the_run_ended_shows_its_end_in_the_audit() {
         );
     }
 }
+
+/// The dry run and the run judge every message alike: one its consumer already applied (its
+/// inbox holds the id: the commit went through though the outcome looked unknown) is counted
+/// as skipped before the run, skipped by it, named on the run's page, and stays parked; the
+/// rest go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_its_consumer_already_applied_is_shown_skipped_before_and_after_the_run() {
+    use postroom_core::ParkedStatus;
+    let p = parked(3, 0, 0).await;
+    let ids: Vec<_> = ParkingStore::search(&p.store, &ParkingFilter::default(), 3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.message_id)
+        .collect();
+    assert_eq!(ids.len(), 3);
+    let applied = ids[0];
+    let mut conn = p.store.pool().acquire().await.unwrap();
+    assert!(
+        postroom_sqlite::inbox::claim(&mut conn, CONSUMER, applied)
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let mut a = Agent::new(&base);
+    a.login("operator", PASSWORD).await;
+    let key = group_key(&mut a).await;
+    let (_, page, _) = a.post("/redrive/preview", &[("group", &key)], true).await;
+    assert!(
+        page.contains(r#"<strong id="preview-count">2</strong>"#),
+        "two would go back: {page}"
+    );
+    assert!(
+        page.contains(r#"<strong id="preview-skipped-n">1</strong>"#),
+        "one would be skipped: {page}"
+    );
+    assert!(page.contains("already applied"), "{page}");
+    let (_, _, location) = a
+        .post("/redrive/start", &[("group", &key), ("rate", "100")], true)
+        .await;
+    let run = location.unwrap();
+    let run_id = run.trim_start_matches("/runs/").to_string();
+    wait_for_end(&p.store, &run_id).await;
+    let (_, page, _) = a.get(&run).await;
+    assert!(
+        page.contains(r#"<span id="run-skipped-n">1</span>"#),
+        "the run's page names the skip: {page}"
+    );
+    assert_eq!(
+        p.store.get(applied).await.unwrap()[0].status,
+        ParkedStatus::Parked
+    );
+    for id in &ids[1..] {
+        assert_eq!(
+            p.store.get(*id).await.unwrap()[0].status,
+            ParkedStatus::Redriven
+        );
+    }
+}

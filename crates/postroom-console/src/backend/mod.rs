@@ -15,7 +15,7 @@ pub use sqlite::SqliteBackend;
 pub use store::{ConsoleStore, StoreBackend};
 
 use postroom_core::{
-    AuditLog, Backlog, ParkingArchive, ParkingStore, Publisher, Result, async_trait,
+    AuditLog, Backlog, InboxLookup, ParkingArchive, ParkingStore, Publisher, Result, async_trait,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +36,12 @@ pub trait ParkingConsole: Send + Sync + 'static {
 
     /// The parking lot's listings, archive, audit and redrive-run controls.
     fn lot(&self) -> &dyn ConsoleParking;
+
+    /// The consumers' inboxes, when the console can read them: a redrive skips a message its
+    /// consumer already applied (`None`: none is skipped for that reason).
+    fn inbox(&self) -> Option<Arc<dyn InboxLookup>> {
+        None
+    }
 }
 
 /// Figures of one consumer right now.

@@ -5,7 +5,7 @@
 use super::{ConsoleParking, ConsumerFigures, ParkingConsole, PipelineProbe};
 use chrono::{DateTime, Utc};
 use postroom_core::{
-    AuditLog, ParkingArchive, ParkingStore, Publisher, Result, Transport, async_trait,
+    AuditLog, InboxLookup, ParkingArchive, ParkingStore, Publisher, Result, Transport, async_trait,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +21,9 @@ pub trait ConsoleStore: Clone + Send + Sync + 'static {
 
     /// The parking lot.
     fn parking(&self) -> Self::Parking;
+
+    /// The consumers' inboxes in this store.
+    fn inbox(&self) -> Arc<dyn InboxLookup>;
 
     /// Consumers bound to the table queue or owning parked messages, by name.
     async fn consumer_names(&self) -> Result<Vec<String>>;
@@ -72,6 +75,10 @@ impl<S: ConsoleStore> ParkingConsole for StoreBackend<S> {
 
     fn lot(&self) -> &dyn ConsoleParking {
         &self.parking
+    }
+
+    fn inbox(&self) -> Option<Arc<dyn InboxLookup>> {
+        Some(self.store.inbox())
     }
 }
 

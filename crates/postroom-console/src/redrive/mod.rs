@@ -13,9 +13,10 @@ use crate::backend::ParkingConsole;
 use crate::groups::fingerprint;
 use crate::metrics as cm;
 use chrono::Utc;
+use postroom_core::parking::redrive::{RedriveReport, RedriveSkip};
 use postroom_core::{
-    Error, ErrorKind, MessageId, ParkingFilter, ParkingQuery, RedriveRun, Redriver, Result,
-    RunControl, RunState,
+    Error, ErrorKind, MessageId, ParkingFilter, ParkingQuery, ParkingStore, Publisher, RedriveRun,
+    Redriver, Result, RunControl, RunState,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -27,6 +28,20 @@ pub const MAX_RATE: f64 = 10_000.0;
 
 /// Most group members looked at when counting messages that joined a group.
 const JOIN_SCAN: usize = 100_000;
+
+/// The core's redriver over the console's parking lot, sending through `publisher`, skipping
+/// what the consumers' inboxes show applied (when the console reads them) and what is older
+/// than the default replay window: the dry run and the run judge every message alike.
+pub(crate) fn redriver<P: Publisher + ?Sized>(
+    backend: &dyn ParkingConsole,
+    publisher: Arc<P>,
+) -> Redriver<dyn ParkingStore, P> {
+    let redriver = Redriver::new(backend.store(), publisher);
+    match backend.inbox() {
+        Some(inbox) => redriver.with_inbox(inbox),
+        None => redriver,
+    }
+}
 
 /// What to redrive and how.
 #[derive(Clone, Debug, Default)]
@@ -149,17 +164,21 @@ impl Runs {
         let edited = !bodies.is_empty();
         tokio::spawn(async move {
             let publisher = Arc::new(GatedPublisher::new(this.backend.publisher(), rx, bodies));
-            let redriver = Redriver::new(this.backend.store(), publisher);
+            let redriver = redriver(&*this.backend, publisher);
+            let mut skipped_so_far = 0;
             let result = redriver
-                .execute(&control.run_id, control.rate, |_| {
-                    metrics::counter!(cm::REDRIVEN).increment(1);
+                .execute_report(&control.run_id, control.rate, |p| {
+                    if p.skipped == skipped_so_far {
+                        metrics::counter!(cm::REDRIVEN).increment(1);
+                    }
+                    skipped_so_far = p.skipped;
                 })
                 .await;
             this.finish(control, result, edited).await;
         });
     }
 
-    async fn finish(&self, mut control: RunControl, result: Result<RedriveRun>, edited: bool) {
+    async fn finish(&self, mut control: RunControl, result: Result<RedriveReport>, edited: bool) {
         let gate = self
             .live
             .lock()
@@ -188,10 +207,25 @@ impl Runs {
             .await
             .ok()
             .flatten();
+        let skipped: serde_json::Map<String, serde_json::Value> = match &result {
+            Ok(report) => RedriveSkip::ALL
+                .iter()
+                .map(|reason| {
+                    let n = report
+                        .skipped
+                        .iter()
+                        .filter(|s| s.reason == *reason)
+                        .count();
+                    (reason.as_str().to_string(), n.into())
+                })
+                .collect(),
+            Err(_) => serde_json::Map::new(),
+        };
         let detail = json!({
             "state": control.state.as_str(),
             "done": run.as_ref().map(|r| r.done),
             "total": run.as_ref().map(|r| r.total),
+            "skipped": skipped,
             "joined": control.joined,
             "error": control.error,
         });

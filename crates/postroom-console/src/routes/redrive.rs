@@ -13,6 +13,7 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Json, Redirect, Response};
 use postroom_core::ParkingFilter;
+use postroom_core::parking::redrive::RedriveSkip;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -44,12 +45,16 @@ pub(crate) async fn preview(state: State, Extension(s): Extension<Session>, body
     require(&s, Permission::Redrive)?;
     let p = Params::parse(&body);
     let sel = selection_of(&*state.parking, &p).await.or_failure(&s)?;
-    // Exactly what the run will select: the core's dry run over the same filter.
-    let redriver = postroom_core::Redriver::new(state.parking.store(), state.parking.publisher());
-    let chosen = redriver
-        .preview(&sel.filter, MAX_SELECTION)
+    // Exactly what the run will select and skip: the core's dry run over the same filter,
+    // judged by the same redriver.
+    let redriver = crate::redrive::redriver(&*state.parking, state.parking.publisher());
+    let (chosen, skips): (Vec<_>, Vec<_>) = redriver
+        .preview_outcomes(&sel.filter, MAX_SELECTION)
         .await
-        .or_failure(&s)?;
+        .or_failure(&s)?
+        .into_iter()
+        .unzip();
+    let skipped = skips.iter().flatten().count();
     let mut by_consumer: BTreeMap<&str, u64> = BTreeMap::new();
     let mut by_type: BTreeMap<&str, u64> = BTreeMap::new();
     for m in &chosen {
@@ -98,11 +103,31 @@ pub(crate) async fn preview(state: State, Extension(s): Extension<Session>, body
     let group = sel.group_key.as_deref().map_or(String::new(), |k| {
         format!(r#"<p>Failure group <a href="/groups/{k}">{k}</a>.</p>"#)
     });
+    let skipping = if skipped == 0 {
+        String::new()
+    } else {
+        let reasons: Vec<String> = RedriveSkip::ALL
+            .iter()
+            .filter_map(|reason| {
+                let n = skips.iter().filter(|s| **s == Some(*reason)).count();
+                (n > 0).then(|| format!("{n} {}", reason.in_words()))
+            })
+            .collect();
+        let force = if skips.contains(&Some(RedriveSkip::OlderThanReplayWindow)) {
+            " Messages older than the replay window go back only from the command line (<code>postroom parking redrive --force</code>), after checking by hand that their effect was not applied."
+        } else {
+            ""
+        };
+        format!(
+            r#"<p class="warning" id="preview-skipped"><strong id="preview-skipped-n">{skipped}</strong> would be skipped: {}.{force}</p>"#,
+            esc(&reasons.join("; "))
+        )
+    };
     let body = format!(
         r#"<p class="dry-run">Dry run: nothing has been sent. <strong id="preview-count">{}</strong> message(s) would go back to their consumers.</p>
-{group}<h2>Consumers</h2><ul id="preview-consumers">{consumers}</ul>
+{skipping}{group}<h2>Consumers</h2><ul id="preview-consumers">{consumers}</ul>
 <h2>By type</h2>{histogram}{start}<h2>First messages</h2>{rows}{more}"#,
-        chosen.len()
+        chosen.len() - skipped
     );
     Ok(Html(html::page("Redrive: dry run", &s, &body)).into_response())
 }
@@ -236,13 +261,14 @@ pub(crate) async fn show(
         );
     }
     log.push_str("</tbody></table>");
+    let skipped = skipped_at_end(&audit);
     let body = format!(
         r#"<div id="run" data-progress-url="/runs/{id}/progress" data-final="{final_}">
 <dl class="facts"><dt>Started by</dt><dd id="run-operator">{op}</dd><dt>Recorded at</dt><dd>{at}</dd>{group}
 <dt>Selection</dt><dd><code>{filter}</code></dd><dt>Rate</dt><dd>{rate}</dd>
 <dt>State</dt><dd id="run-state">{state_name}</dd></dl>
-<p><progress id="run-progress" max="{total}" value="{done}"></progress> <span id="run-done">{done}</span>/<span id="run-total">{total}</span> sent back</p>
-<p class="warning" id="run-joined" {hide}><span id="run-joined-n">{joined}</span> new message(s) joined this group since the run started: they are not part of it. Redrive the group again once they are understood.</p>
+<p><progress id="run-progress" max="{total}" value="{done}"></progress> <span id="run-done">{done}</span>/<span id="run-total">{total}</span> done</p>
+{skipped}<p class="warning" id="run-joined" {hide}><span id="run-joined-n">{joined}</span> new message(s) joined this group since the run started: they are not part of it. Redrive the group again once they are understood.</p>
 {error}<p class="actions">{buttons}</p></div>
 <h2>Audit</h2>{log}"#,
         id = esc(&run.id),
@@ -261,6 +287,31 @@ pub(crate) async fn show(
         hide = if joined > 0 { "" } else { "hidden" },
     );
     Ok(Html(html::page(&format!("Redrive run {}", run.id), &s, &body)).into_response())
+}
+
+/// What the end of a run (its `redrive.end` audit entry) says about messages it did not send
+/// back, as a warning; empty when it skipped none or has not ended.
+fn skipped_at_end(audit: &[postroom_core::AuditEntry]) -> String {
+    let Some(end) = audit.iter().find(|e| e.action == "redrive.end") else {
+        return String::new();
+    };
+    let counts: Vec<(RedriveSkip, u64)> = RedriveSkip::ALL
+        .iter()
+        .map(|r| (*r, end.detail["skipped"][r.as_str()].as_u64().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let total: u64 = counts.iter().map(|(_, n)| n).sum();
+    if total == 0 {
+        return String::new();
+    }
+    let reasons: Vec<String> = counts
+        .iter()
+        .map(|(r, n)| format!("{n} {}", r.in_words()))
+        .collect();
+    format!(
+        r#"<p class="warning" id="run-skipped"><span id="run-skipped-n">{total}</span> of them were not sent back: {}. They stay parked.</p>"#,
+        esc(&reasons.join("; "))
+    )
 }
 
 pub(crate) async fn progress(

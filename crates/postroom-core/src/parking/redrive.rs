@@ -39,12 +39,29 @@ pub enum RedriveSkip {
 }
 
 impl RedriveSkip {
+    /// Every reason, in the order reports list them.
+    pub const ALL: [RedriveSkip; 2] = [
+        RedriveSkip::AlreadyApplied,
+        RedriveSkip::OlderThanReplayWindow,
+    ];
+
     /// Stable name (the outcome recorded with the run's item).
     #[must_use]
     pub fn as_str(&self) -> &'static str {
         match self {
             RedriveSkip::AlreadyApplied => "already_applied",
             RedriveSkip::OlderThanReplayWindow => "older_than_replay_window",
+        }
+    }
+
+    /// The reason in words, for an operator.
+    #[must_use]
+    pub fn in_words(&self) -> &'static str {
+        match self {
+            RedriveSkip::AlreadyApplied => "already applied (its consumer's inbox holds the id)",
+            RedriveSkip::OlderThanReplayWindow => {
+                "older than the replay window (its inbox row may be purged: check by hand that its effect was not applied)"
+            }
         }
     }
 }
@@ -133,6 +150,22 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
         let mut f = filter.clone();
         f.include_redriven = false;
         self.store.search(&f, limit).await
+    }
+
+    /// Dry run with outcomes: what `filter` selects (at most `limit`) and, for each message,
+    /// why a run started now would skip it (`None`: it would go back). Changes nothing.
+    pub async fn preview_outcomes(
+        &self,
+        filter: &ParkingFilter,
+        limit: usize,
+    ) -> Result<Vec<(ParkedMessage, Option<RedriveSkip>)>> {
+        let selected = self.preview(filter, limit).await?;
+        let mut outcomes = Vec::with_capacity(selected.len());
+        for m in selected {
+            let skip = self.skip_reason(&m).await?;
+            outcomes.push((m, skip));
+        }
+        Ok(outcomes)
     }
 
     /// Record a run selecting at most `limit` parked messages.

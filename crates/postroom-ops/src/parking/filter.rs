@@ -31,6 +31,19 @@ impl FilterSpec {
     /// The store filter, with ages counted back from `now`.
     pub fn to_filter(&self, now: DateTime<Utc>) -> OpsResult<ParkingFilter> {
         let time = |s: &Option<String>| s.as_deref().map(|t| parse_time(t, now)).transpose();
+        let (since, until) = (time(&self.since)?, time(&self.until)?);
+        if let (Some(s), Some(u)) = (since, until)
+            && s >= u
+        {
+            let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            return Err(OpsError::usage(format!(
+                "the time span is empty: since {} ({}) is not before until {} ({}), so no parked message can match",
+                self.since.as_deref().unwrap_or_default(),
+                at(s),
+                self.until.as_deref().unwrap_or_default(),
+                at(u),
+            )));
+        }
         Ok(ParkingFilter {
             message_type: self.message_type.clone(),
             error_class: self
@@ -41,8 +54,8 @@ impl FilterSpec {
                 .map_err(OpsError::usage)?,
             error_code: self.error_code.clone(),
             consumer: self.consumer.clone(),
-            since: time(&self.since)?,
-            until: time(&self.until)?,
+            since,
+            until,
             ids: self
                 .ids
                 .iter()
@@ -94,6 +107,12 @@ mod tests {
             },
             FilterSpec {
                 ids: vec!["42".into()],
+                ..FilterSpec::default()
+            },
+            // Until two hours ago, since one hour ago: nothing can match.
+            FilterSpec {
+                since: Some("1h".into()),
+                until: Some("2h".into()),
                 ..FilterSpec::default()
             },
         ] {

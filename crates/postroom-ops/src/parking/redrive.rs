@@ -13,7 +13,7 @@ use crate::limits::check_rate;
 use crate::registry::{QueueOptions, Registry, Store};
 use crate::workload::TransportSpec;
 use postroom_core::inbox::DEFAULT_REPLAY_WINDOW;
-use postroom_core::parking::redrive::{RedriveProgress, RedriveReport};
+use postroom_core::parking::redrive::{RedriveProgress, RedriveReport, RedriveSkip};
 use postroom_core::{
     ParkedMessage, ParkingFilter, ParkingStore, Publisher, RedriveRun, Redriver, Transport,
 };
@@ -73,13 +73,14 @@ impl Redrive {
         })
     }
 
-    /// What `filter` selects (at most `limit`), changing nothing.
+    /// What `filter` selects (at most `limit`) and why a run started now would skip each
+    /// message it would not send back, changing nothing.
     pub async fn preview(
         &self,
         filter: &ParkingFilter,
         limit: usize,
-    ) -> OpsResult<Vec<ParkedMessage>> {
-        Ok(self.redriver.preview(filter, limit).await?)
+    ) -> OpsResult<Vec<(ParkedMessage, Option<RedriveSkip>)>> {
+        Ok(self.redriver.preview_outcomes(filter, limit).await?)
     }
 
     /// Record a run of what `filter` selects, asked for by `operator`.
