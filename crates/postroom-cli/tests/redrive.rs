@@ -54,6 +54,59 @@ fn parked(id: MessageId) -> ParkedMessage {
     }
 }
 
+/// Three parked messages of one consumer: one it already applied (its commit went through
+/// though the outcome looked unknown), one fresh, one a month old.
+struct Lot {
+    dir: tempfile::TempDir,
+    store: SqliteStore,
+    applied: MessageId,
+    fresh: MessageId,
+    month_old: MessageId,
+}
+
+impl Lot {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("app.db")).await.unwrap();
+        store.queue().bind(CONSUMER, &["order.*"]).await.unwrap();
+        let applied = id_made_ago(Duration::from_secs(60));
+        let fresh = id_made_ago(Duration::from_secs(60));
+        let month_old = id_made_ago(Duration::from_secs(30 * 24 * 3600));
+        for id in [applied, fresh, month_old] {
+            store.park(&parked(id)).await.unwrap();
+        }
+        let mut conn = store.pool().acquire().await.unwrap();
+        assert!(
+            postroom_sqlite::inbox::claim(&mut conn, CONSUMER, applied)
+                .await
+                .unwrap()
+        );
+        drop(conn);
+        Self {
+            dir,
+            store,
+            applied,
+            fresh,
+            month_old,
+        }
+    }
+}
+
+/// `postroom args` run in `dir` with no input, off the async threads.
+async fn postroom_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        postroom_cmd(&dir, &args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 fn redrive(dir: &std::path::Path, extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
         "parking",
@@ -89,25 +142,14 @@ fn skipped(report: &serde_json::Value) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redrive_skips_what_the_inbox_applied_and_refuses_the_too_old_unless_forced() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("app.db")).await.unwrap();
+    let Lot {
+        dir,
+        store,
+        applied,
+        month_old,
+        ..
+    } = Lot::new().await;
     let queue = store.queue();
-    queue.bind(CONSUMER, &["order.*"]).await.unwrap();
-
-    let applied = id_made_ago(Duration::from_secs(60));
-    let fresh = id_made_ago(Duration::from_secs(60));
-    let month_old = id_made_ago(Duration::from_secs(30 * 24 * 3600));
-    for id in [applied, fresh, month_old] {
-        store.park(&parked(id)).await.unwrap();
-    }
-    // The consumer's commit of `applied` went through though its outcome looked unknown.
-    let mut conn = store.pool().acquire().await.unwrap();
-    assert!(
-        postroom_sqlite::inbox::claim(&mut conn, CONSUMER, applied)
-            .await
-            .unwrap()
-    );
-    drop(conn);
 
     let d = dir.path().to_path_buf();
     let first = tokio::task::spawn_blocking(move || redrive(&d, &[]))
@@ -159,25 +201,18 @@ async fn redrive_skips_what_the_inbox_applied_and_refuses_the_too_old_unless_for
         "{wide}"
     );
 
-    let d = dir.path().to_path_buf();
-    let bad = tokio::task::spawn_blocking(move || {
-        postroom_cmd(
-            &d,
-            &[
-                "parking",
-                "redrive",
-                "--database",
-                "app.db",
-                "--replay-window",
-                "forever",
-            ],
-        )
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let bad = postroom_in(
+        dir.path(),
+        &[
+            "parking",
+            "redrive",
+            "--database",
+            "app.db",
+            "--replay-window",
+            "forever",
+        ],
+    )
+    .await;
     assert_eq!(bad.status.code(), Some(2), "a bad window is a usage error");
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("bad duration"),
@@ -192,35 +227,19 @@ async fn redrive_skips_what_the_inbox_applied_and_refuses_the_too_old_unless_for
 /// a redrive the guard then refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_says_which_messages_the_run_would_skip_and_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("app.db")).await.unwrap();
-    store.queue().bind(CONSUMER, &["order.*"]).await.unwrap();
-    let applied = id_made_ago(Duration::from_secs(60));
-    let fresh = id_made_ago(Duration::from_secs(60));
-    let month_old = id_made_ago(Duration::from_secs(30 * 24 * 3600));
-    for id in [applied, fresh, month_old] {
-        store.park(&parked(id)).await.unwrap();
-    }
-    let mut conn = store.pool().acquire().await.unwrap();
-    assert!(
-        postroom_sqlite::inbox::claim(&mut conn, CONSUMER, applied)
-            .await
-            .unwrap()
-    );
-    drop(conn);
+    let Lot {
+        dir,
+        store,
+        applied,
+        fresh,
+        month_old,
+    } = Lot::new().await;
 
-    let d = dir.path().to_path_buf();
-    let dry = tokio::task::spawn_blocking(move || {
-        postroom_cmd(
-            &d,
-            &["parking", "redrive", "--database", "app.db", "--dry-run"],
-        )
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let dry = postroom_in(
+        dir.path(),
+        &["parking", "redrive", "--database", "app.db", "--dry-run"],
+    )
+    .await;
     ok(&dry);
     let text = String::from_utf8_lossy(&dry.stderr);
     assert!(
@@ -240,25 +259,18 @@ async fn a_dry_run_says_which_messages_the_run_would_skip_and_why() {
     );
     assert!(!line_of(fresh).contains("skip"), "{text}");
 
-    let d = dir.path().to_path_buf();
-    let json = tokio::task::spawn_blocking(move || {
-        postroom_cmd(
-            &d,
-            &[
-                "parking",
-                "redrive",
-                "--database",
-                "app.db",
-                "--dry-run",
-                "--json",
-            ],
-        )
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let json = postroom_in(
+        dir.path(),
+        &[
+            "parking",
+            "redrive",
+            "--database",
+            "app.db",
+            "--dry-run",
+            "--json",
+        ],
+    )
+    .await;
     let summary: serde_json::Value = serde_json::from_str(ok(&json).trim()).expect("JSON");
     assert_eq!(summary["selected"], 3, "{summary}");
     assert_eq!(summary["would_send"], 1, "{summary}");
