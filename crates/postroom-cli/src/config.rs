@@ -52,8 +52,17 @@ pub fn load(explicit: Option<&Path>) -> OpsResult<ConfigFile> {
         return Ok(ConfigFile::default());
     }
     let text = postroom_ops::error::read_text(&path, "config")?;
-    toml::from_str(&text)
-        .map_err(|e| OpsError::usage(format!("bad config file {}: {e}", path.display())))
+    let bad = |e: &dyn std::fmt::Display| {
+        OpsError::usage(format!("bad config file {}: {e}", path.display()))
+    };
+    let config: ConfigFile = toml::from_str(&text).map_err(|e| bad(&e))?;
+    // Values are checked when the file is read, so a mistake is named with its place in the
+    // file whatever command reads it.
+    if let Some(rate) = config.parking.redrive_rate {
+        postroom_ops::limits::check_rate(rate)
+            .map_err(|e| bad(&format_args!("parking.redrive_rate: {}", e.message)))?;
+    }
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -68,6 +77,15 @@ mod tests {
         let err = load(Some(&p)).unwrap_err();
         assert_eq!(err.kind, postroom_ops::OpsErrorKind::Usage);
         assert!(err.message.contains("unknown field"), "{}", err.message);
+        std::fs::write(&p, "[parking]\nredrive_rate = -1.0\n").unwrap();
+        let err = load(Some(&p)).unwrap_err();
+        assert_eq!(err.kind, postroom_ops::OpsErrorKind::Usage);
+        assert!(
+            err.message
+                .contains("parking.redrive_rate: the rate must be between"),
+            "{}",
+            err.message
+        );
         let missing = load(Some(&dir.path().join("nope.toml"))).unwrap_err();
         assert!(missing.message.contains("cannot read config file"));
     }

@@ -423,6 +423,8 @@ fn plan_refused(d: &std::path::Path, broker: &str, file: &str, needle: &str) {
         "{broker} {file}: {needle} not in {err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    // Said once, in words: not the error's kind as a second prefix ("topology file: config:").
+    assert!(!err.contains(": config: "), "{broker} {file}: {err}");
 }
 
 /// A temporary directory holding the topology file `file`: workload `prefix`, consumer `c`

@@ -90,7 +90,16 @@ impl From<postroom_core::Error> for OpsError {
             // The core kind is non-exhaustive: a kind added later fails the operation.
             _ => OpsErrorKind::Failed,
         };
-        Self::new(kind, e.to_string())
+        let text = e.to_string();
+        // A configuration mistake is named by its own words ("twice.toml: consumer \"a\" is
+        // listed twice"); the kind's name in front of them says nothing more.
+        let text = match e.kind() {
+            K::Config => text
+                .strip_prefix(&format!("{}: ", K::Config.as_str()))
+                .map_or_else(|| text.clone(), str::to_string),
+            _ => text,
+        };
+        Self::new(kind, text)
     }
 }
 

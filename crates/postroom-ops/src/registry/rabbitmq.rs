@@ -85,7 +85,7 @@ pub fn vhost_of(broker: &Endpoint) -> String {
 pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<TopologyConfig> {
     if let Some(text) = &spec.topology_text {
         return TopologyConfig::from_toml(text)
-            .map_err(|e| OpsError::usage(format!("topology file: {e}")));
+            .map_err(|e| OpsError::usage(format!("topology file (RabbitMQ): {}", e.message())));
     }
     let w = &spec.workload;
     let mut config = TopologyConfig {

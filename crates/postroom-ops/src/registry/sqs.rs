@@ -150,7 +150,7 @@ fn sqs_keys(text: &str) -> OpsResult<String> {
 pub fn config_of(url: &SqsUrl, spec: &TransportSpec) -> OpsResult<TopologyConfig> {
     let mut config = match &spec.topology_text {
         Some(text) => TopologyConfig::from_toml(&sqs_keys(text)?)
-            .map_err(|e| OpsError::from(e).context("topology file"))?,
+            .map_err(|e| OpsError::usage(format!("topology file (SQS): {}", e.message())))?,
         None => {
             let w = &spec.workload;
             let mut config = TopologyConfig {
