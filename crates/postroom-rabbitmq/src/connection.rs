@@ -9,7 +9,7 @@
 use crate::error::amqp;
 use crate::stats::LinkStats;
 use crate::topology::desired::DesiredTopology;
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::{Channel, ChannelState, ChannelStatus, Connection, ConnectionProperties};
 use postroom_core::backoff::Backoff;
 use postroom_core::{Error, ErrorKind, Result};
 use std::sync::Arc;
@@ -77,6 +77,9 @@ pub struct Broker {
     /// Channels handed out: on a clean close, those their holders are closing get the broker's
     /// answer before the connection is closed.
     channels: std::sync::Mutex<Vec<Channel>>,
+    /// Channels handed out and then forgotten (their holder dropped them), until they are
+    /// closed: the client closes each with its last handle, and a clean close lets it finish.
+    forgotten: std::sync::Mutex<Vec<ChannelStatus>>,
     closing: std::sync::atomic::AtomicBool,
     closing_now: tokio::sync::Notify,
     stats: Arc<LinkStats>,
@@ -115,6 +118,7 @@ impl Broker {
             stats: Arc::new(LinkStats::default()),
             topology: std::sync::Mutex::new(None),
             channels: std::sync::Mutex::new(Vec::new()),
+            forgotten: std::sync::Mutex::new(Vec::new()),
             closing: std::sync::atomic::AtomicBool::new(false),
             closing_now: tokio::sync::Notify::new(),
         }))
@@ -141,6 +145,7 @@ impl Broker {
             stats: self.stats.clone(),
             topology: std::sync::Mutex::new(None),
             channels: std::sync::Mutex::new(Vec::new()),
+            forgotten: std::sync::Mutex::new(Vec::new()),
             closing: std::sync::atomic::AtomicBool::new(false),
             closing_now: tokio::sync::Notify::new(),
         })
@@ -213,6 +218,9 @@ impl Broker {
             .lock()
             .expect("channels lock")
             .retain(|c| c.id() != channel.id());
+        let mut forgotten = self.forgotten.lock().expect("forgotten lock");
+        forgotten.retain(still_open);
+        forgotten.push(channel.status().clone());
     }
 
     async fn open_channel(&self) -> Result<Channel> {
@@ -323,10 +331,14 @@ impl Broker {
         self.closing_now.notify_waiters();
         let mut st = self.state.lock().await;
         st.closed = true;
+        // Held until the connection is closed: dropping the last handle of an open channel
+        // makes the client close it in a task of its own, which would race the connection's
+        // close.
         let handed_out: Vec<Channel> =
             std::mem::take(&mut *self.channels.lock().expect("channels lock"));
+        let forgotten = std::mem::take(&mut *self.forgotten.lock().expect("forgotten lock"));
         if let Some(conn) = st.conn.take() {
-            settle_closed_channels(&handed_out).await;
+            settle_closed_channels(&handed_out, &forgotten).await;
             if let Err(e) = conn.close(200, "postroom shutdown").await {
                 tracing::debug!(error = %e, "closing the connection");
             }
@@ -391,23 +403,36 @@ async fn wait_for_io_loop(conn: Connection) {
 }
 
 /// Before the connection is closed: let the channels a holder closed (a subscriber that
-/// stopped, a publisher that gave a channel up) finish closing.
+/// stopped, a publisher that gave a channel up) or dropped (a subscriber whose task was
+/// aborted) finish closing.
 ///
 /// The client forgets a closed channel in a task of its own, run after the broker's answer to
 /// the channel's close; closing the connection forgets every channel it still knows. When the
 /// connection's close is answered before that task ran (a busy runtime, a holder closing its
 /// channel as the program closes the link), the channel is forgotten twice and the client logs
-/// a connection error ("invalid channel"). So: wait (up to 5 s) for the answer to every close
-/// in flight, then, when a handed-out channel was closed, give the client's task a moment.
-async fn settle_closed_channels(handed_out: &[Channel]) {
-    let closing = || handed_out.iter().any(|c| c.status().closing());
+/// a connection error ("invalid channel"). A dropped channel is closed by the client in a task
+/// of its own too: run after the connection began closing, that close fails and is logged the
+/// same way ("invalid channel state"). So: wait (up to 5 s) until no close is in flight and
+/// every dropped channel is closed, then, when any was closed, give the client's task a
+/// moment.
+async fn settle_closed_channels(handed_out: &[Channel], forgotten: &[ChannelStatus]) {
+    let unsettled =
+        || handed_out.iter().any(|c| c.status().closing()) || forgotten.iter().any(still_open);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while closing() && Instant::now() < deadline {
+    while unsettled() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    if handed_out.iter().any(|c| !c.status().connected()) {
+    if !forgotten.is_empty() || handed_out.iter().any(|c| !c.status().connected()) {
         tokio::time::sleep(FORGET_PAUSE).await;
     }
+}
+
+/// True until the channel is closed (or failed).
+fn still_open(status: &ChannelStatus) -> bool {
+    matches!(
+        status.state(),
+        ChannelState::Initial | ChannelState::Connected | ChannelState::Closing
+    )
 }
 
 /// How long [`settle_closed_channels`] leaves the client to forget the channels closed before

@@ -262,23 +262,33 @@ impl ConfirmingPublisher {
             let slot = held.insert(self.free_channel().await);
             self.send_confirmed(&mut slot.1, items).await
         };
+        let closed = |id: MessageId| {
+            Err(Error::new(
+                ErrorKind::Closed,
+                format!("the broker link was closed (shutdown) before {id} was confirmed"),
+            ))
+        };
         let confirmed = tokio::select! {
             r = tokio::time::timeout(self.confirm_timeout, sending) => r,
             // A clean close of the link: what is unconfirmed now is handed back at once (the
             // caller keeps the message), not after the confirm timeout.
             () = self.broker.until_closing() => {
-                return items
-                    .iter()
-                    .map(|it| {
-                        Err(Error::new(
-                            ErrorKind::Closed,
-                            format!("the broker link was closed (shutdown) before {} was confirmed", it.id),
-                        ))
-                    })
-                    .collect();
+                return items.iter().map(|it| closed(it.id)).collect();
             }
         };
         match confirmed {
+            // The link failing under a message because it is being closed is the close, not a
+            // broken link: the caller keeps the message either way, and says so quietly.
+            Ok(results) if self.broker.is_closing() => results
+                .into_iter()
+                .zip(items)
+                .map(|(r, it)| match r {
+                    Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Io) => {
+                        closed(it.id)
+                    }
+                    r => r,
+                })
+                .collect(),
             Ok(results) => results,
             Err(_) => {
                 metrics::counter!(m::CONFIRM_TIMEOUTS, "transport" => TRANSPORT).increment(1);
