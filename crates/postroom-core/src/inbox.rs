@@ -17,7 +17,23 @@ pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(14 * 24 * 3600);
 pub trait InboxLookup: Send + Sync {
     /// Whether `consumer` has applied `id` (its inbox holds the id).
     async fn contains(&self, consumer: &str, id: MessageId) -> Result<bool>;
+
+    /// For each `(consumer, id)` of `items`, in order, whether that consumer has applied the
+    /// id. Stores answer many at once (a dry run of redrive asks about every message it
+    /// selects, up to hundreds of thousands); this default asks one at a time.
+    async fn contains_each(&self, items: &[(&str, MessageId)]) -> Result<Vec<bool>> {
+        let mut held = Vec::with_capacity(items.len());
+        for (consumer, id) in items {
+            held.push(self.contains(consumer, *id).await?);
+        }
+        Ok(held)
+    }
 }
+
+/// How many `(consumer, id)` pairs a store asks about in one statement in
+/// [`InboxLookup::contains_each`]: large enough that a big dry run makes few round trips,
+/// small enough that one statement's parameters stay small.
+pub const LOOKUP_CHUNK: usize = 1_000;
 
 /// Compile-time check that [`InboxLookup`] stays object safe.
 #[allow(dead_code)]

@@ -9,6 +9,7 @@
 
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
+use postroom_core::inbox::LOOKUP_CHUNK;
 use postroom_core::{InboxLookup, MessageId, Result, async_trait};
 use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
@@ -104,21 +105,56 @@ pub async fn purge(pool: &PgPool, prefix: &TablePrefix, replay_window: Duration)
     crate::error::delete_older_than(pool, &sql, replay_window).await
 }
 
+/// Whether the consumer `consumer` (an SQL expression) has applied the message `id` (another):
+/// the inbox holds it, or the inbox-queue mode marked its row done (that mode's dedup record).
+fn applied_sql(prefix: &TablePrefix, consumer: &str, id: &str) -> String {
+    format!(
+        "(EXISTS (SELECT 1 FROM {prefix}inbox i WHERE i.consumer = {consumer} AND i.message_id = {id})
+          OR EXISTS (SELECT 1 FROM {prefix}inbox_queue q WHERE q.consumer = {consumer} AND q.message_id = {id} AND q.status = 'done'))"
+    )
+}
+
 /// What redrive asks before it sends a parked message back: the inbox, and the rows the
-/// inbox-queue mode marked done (that mode's dedup record).
+/// inbox-queue mode marked done.
 #[async_trait]
 impl InboxLookup for crate::PgStore {
     async fn contains(&self, consumer: &str, id: MessageId) -> Result<bool> {
-        let sql = format!(
-            "SELECT EXISTS (SELECT 1 FROM {p}inbox WHERE consumer = $1 AND message_id = $2)
-                 OR EXISTS (SELECT 1 FROM {p}inbox_queue WHERE consumer = $1 AND message_id = $2 AND status = 'done')",
-            p = self.prefix()
-        );
+        let sql = format!("SELECT {}", applied_sql(self.prefix(), "$1", "$2"));
         sqlx::query_scalar(&sql)
             .bind(consumer)
             .bind(id.as_uuid())
             .fetch_one(self.pool())
             .await
             .pg()
+    }
+
+    /// One statement per [`LOOKUP_CHUNK`] pairs: the positions (from 1) of those applied.
+    async fn contains_each(&self, items: &[(&str, MessageId)]) -> Result<Vec<bool>> {
+        let sql = format!(
+            "SELECT w.pos FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS w(consumer, message_id, pos)
+             WHERE {}",
+            applied_sql(self.prefix(), "w.consumer", "w.message_id")
+        );
+        let mut held = vec![false; items.len()];
+        for (chunk, part) in items.chunks(LOOKUP_CHUNK).enumerate() {
+            let consumers: Vec<&str> = part.iter().map(|(c, _)| *c).collect();
+            let ids: Vec<uuid::Uuid> = part.iter().map(|(_, id)| id.as_uuid()).collect();
+            let applied: Vec<i64> = sqlx::query_scalar(&sql)
+                .bind(consumers)
+                .bind(ids)
+                .fetch_all(self.pool())
+                .await
+                .pg()?;
+            for pos in applied {
+                // `pos` counts from 1 within the chunk.
+                let at = usize::try_from(pos - 1)
+                    .ok()
+                    .map(|i| chunk * LOOKUP_CHUNK + i);
+                if let Some(slot) = at.and_then(|i| held.get_mut(i)) {
+                    *slot = true;
+                }
+            }
+        }
+        Ok(held)
     }
 }

@@ -748,3 +748,60 @@ async fn inbox_purge_forgets_only_ids_older_than_the_window() {
     );
     assert!(claim(old).await, "a copy after the window is new again");
 }
+
+/// Many inbox lookups at once answer exactly what one lookup at a time answers, in order,
+/// across more pairs than one statement takes: the inbox and the inbox-queue's done rows
+/// count, a queued row not yet done does not, and consumers are told apart.
+#[tokio::test]
+async fn many_inbox_lookups_at_once_agree_with_one_at_a_time() {
+    use postroom_core::InboxLookup;
+    let (_db, s) = fresh_store().await;
+    let ids: Vec<MessageId> = (0..2_500).map(|_| MessageId::new()).collect();
+    let every = |c: usize| -> Vec<MessageId> { ids.iter().copied().step_by(c).collect() };
+    let mut tx = s.begin().await.unwrap();
+    postroom_postgres::inbox::claim_many(&mut tx, s.prefix(), "inv", &every(3))
+        .await
+        .unwrap();
+    postroom_postgres::inbox::claim_many(&mut tx, s.prefix(), "mail", &every(5))
+        .await
+        .unwrap();
+    commit(tx).await.unwrap();
+    // The inbox-queue mode: ids 1 and 2 stored for `mail`, only id 1 done.
+    for (id, status) in [(ids[1], "done"), (ids[2], "pending")] {
+        sqlx::query(&format!(
+            "INSERT INTO {}inbox_queue (consumer, message_id, routing_key, body, status)
+             VALUES ('mail', $1, 'r', '', $2)",
+            s.prefix()
+        ))
+        .bind(id.as_uuid())
+        .bind(status)
+        .execute(s.pool())
+        .await
+        .unwrap();
+    }
+    let mut items: Vec<(&str, MessageId)> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, id)| (if k % 2 == 0 { "inv" } else { "mail" }, *id))
+        .collect();
+    items.push(("inv", ids[0]));
+    items.push(("nobody", ids[0]));
+    items.push(("mail", ids[2]));
+    let many = s.contains_each(&items).await.unwrap();
+    let mut one_by_one = Vec::new();
+    for (c, id) in &items {
+        one_by_one.push(s.contains(c, *id).await.unwrap());
+    }
+    assert_eq!(many, one_by_one);
+    assert!(many[1], "id 1 is done in `mail`'s inbox queue");
+    assert!(!many[items.len() - 1], "id 2 is only queued for `mail`");
+    let held = many.iter().filter(|h| **h).count();
+    // Even positions ask `inv` (every sixth id applied), odd ones `mail` (odd multiples of
+    // 5, and id 1 from the queue), then `inv` again for id 0.
+    let want = (0..2_500).filter(|k| k % 6 == 0).count()
+        + (0..2_500).filter(|k| k % 10 == 5).count()
+        + 1
+        + 1;
+    assert_eq!(held, want);
+    assert!(s.contains_each(&[]).await.unwrap().is_empty());
+}

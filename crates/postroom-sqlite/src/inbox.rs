@@ -4,6 +4,7 @@
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{ms, now_ms};
+use postroom_core::inbox::LOOKUP_CHUNK;
 use postroom_core::{InboxLookup, MessageId, Result, async_trait};
 use sqlx::SqliteConnection;
 use std::time::Duration;
@@ -80,5 +81,32 @@ impl InboxLookup for SqliteStore {
         .fetch_one(self.pool())
         .await
         .db()
+    }
+
+    /// One statement per [`LOOKUP_CHUNK`] pairs, given as a JSON array of `[consumer, id]`:
+    /// the positions (from 0) of those applied.
+    async fn contains_each(&self, items: &[(&str, MessageId)]) -> Result<Vec<bool>> {
+        let mut held = vec![false; items.len()];
+        for (chunk, part) in items.chunks(LOOKUP_CHUNK).enumerate() {
+            let pairs: Vec<(&str, String)> =
+                part.iter().map(|(c, id)| (*c, id.to_string())).collect();
+            let applied: Vec<i64> = sqlx::query_scalar(
+                "SELECT w.key FROM json_each(?) AS w
+                 WHERE EXISTS (SELECT 1 FROM postroom_inbox i
+                               WHERE i.consumer = json_extract(w.value, '$[0]')
+                                 AND i.message_id = json_extract(w.value, '$[1]'))",
+            )
+            .bind(serde_json::to_string(&pairs).expect("pairs of strings serialise"))
+            .fetch_all(self.pool())
+            .await
+            .db()?;
+            for pos in applied {
+                let at = usize::try_from(pos).ok().map(|i| chunk * LOOKUP_CHUNK + i);
+                if let Some(slot) = at.and_then(|i| held.get_mut(i)) {
+                    *slot = true;
+                }
+            }
+        }
+        Ok(held)
     }
 }

@@ -52,3 +52,42 @@ async fn purge_inbox_forgets_only_ids_older_than_the_window() {
         "nothing else is old enough"
     );
 }
+
+/// Many lookups at once answer exactly what one lookup at a time answers, in order, across
+/// more pairs than one statement takes, with consumers told apart and repeated pairs kept.
+#[tokio::test]
+async fn many_lookups_at_once_agree_with_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("i.db")).await.unwrap();
+    let ids: Vec<MessageId> = (0..2_500).map(|_| MessageId::new()).collect();
+    // Every third id applied by `inv`, every fifth by `mail`.
+    let applied_by = |c: usize| -> Vec<MessageId> { ids.iter().copied().step_by(c).collect() };
+    let mut tx = store.begin().await.unwrap();
+    inbox::claim_many(&mut tx, "inv", &applied_by(3))
+        .await
+        .unwrap();
+    inbox::claim_many(&mut tx, "mail", &applied_by(5))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut items: Vec<(&str, MessageId)> = Vec::new();
+    for (k, id) in ids.iter().enumerate() {
+        items.push((if k % 2 == 0 { "inv" } else { "mail" }, *id));
+    }
+    items.push(("inv", ids[0]));
+    items.push(("nobody", ids[0]));
+    let many = store.contains_each(&items).await.unwrap();
+    let mut one_by_one = Vec::new();
+    for (c, id) in &items {
+        one_by_one.push(store.contains(c, *id).await.unwrap());
+    }
+    assert_eq!(many, one_by_one);
+    let held = many.iter().filter(|h| **h).count();
+    // Even positions ask `inv` (multiples of 3 among them: every sixth id), odd ones `mail`
+    // (odd multiples of 5), then `inv` again for id 0.
+    let want =
+        (0..2_500).filter(|k| k % 6 == 0).count() + (0..2_500).filter(|k| k % 10 == 5).count() + 1;
+    assert_eq!(held, want);
+    assert!(store.contains_each(&[]).await.unwrap().is_empty());
+}

@@ -8,6 +8,7 @@
 //! reported, not applied twice. A message older than the inbox's replay window (its inbox row
 //! may have been purged, so the inbox cannot vouch for it) is refused unless forced.
 
+use crate::envelope::MessageId;
 use crate::error::{Error, ErrorKind, Result};
 use crate::inbox::{DEFAULT_REPLAY_WINDOW, InboxLookup};
 use crate::message::{Headers, OutgoingMessage, Route, headers as h};
@@ -160,12 +161,36 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
         limit: usize,
     ) -> Result<Vec<(ParkedMessage, Option<RedriveSkip>)>> {
         let selected = self.preview(filter, limit).await?;
-        let mut outcomes = Vec::with_capacity(selected.len());
-        for m in selected {
-            let skip = self.skip_reason(&m).await?;
-            outcomes.push((m, skip));
-        }
-        Ok(outcomes)
+        // One look at the inboxes for the whole selection, not one per message.
+        let applied = match &self.inbox {
+            Some(inbox) => {
+                let items: Vec<(&str, MessageId)> = selected
+                    .iter()
+                    .map(|m| (m.consumer.as_str(), m.message_id))
+                    .collect();
+                let held = inbox.contains_each(&items).await?;
+                if held.len() != items.len() {
+                    return Err(Error::new(
+                        ErrorKind::InvalidData,
+                        format!(
+                            "the inbox answered {} of {} lookups",
+                            held.len(),
+                            items.len()
+                        ),
+                    ));
+                }
+                held
+            }
+            None => vec![false; selected.len()],
+        };
+        Ok(selected
+            .into_iter()
+            .zip(applied)
+            .map(|(m, applied)| {
+                let skip = self.skip_reason_given(&m, applied);
+                (m, skip)
+            })
+            .collect())
     }
 
     /// Record a run selecting at most `limit` parked messages.
@@ -180,17 +205,24 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
 
     /// Why `m` must not go back now, if it must not.
     async fn skip_reason(&self, m: &ParkedMessage) -> Result<Option<RedriveSkip>> {
-        if let Some(inbox) = &self.inbox
-            && inbox.contains(&m.consumer, m.message_id).await?
-        {
-            return Ok(Some(RedriveSkip::AlreadyApplied));
+        let applied = match &self.inbox {
+            Some(inbox) => inbox.contains(&m.consumer, m.message_id).await?,
+            None => false,
+        };
+        Ok(self.skip_reason_given(m, applied))
+    }
+
+    /// Why `m` must not go back now, `applied` being whether its consumer's inbox holds it.
+    fn skip_reason_given(&self, m: &ParkedMessage, applied: bool) -> Option<RedriveSkip> {
+        if applied {
+            return Some(RedriveSkip::AlreadyApplied);
         }
         let window =
             chrono::TimeDelta::from_std(self.replay_window).unwrap_or(chrono::TimeDelta::MAX);
         let too_old = Utc::now()
             .checked_sub_signed(window)
             .is_some_and(|oldest| born_at(m) < oldest);
-        Ok((too_old && !self.force).then_some(RedriveSkip::OlderThanReplayWindow))
+        (too_old && !self.force).then_some(RedriveSkip::OlderThanReplayWindow)
     }
 
     /// Send the run's pending messages back at no more than `rate_per_sec`, reporting progress.
