@@ -1,4 +1,4 @@
-//! Moving a live system from NATS JetStream to Kafka (seed 003), against the real servers
+//! Moving a live system from NATS JetStream to Kafka, against the real servers
 //! (`POSTROOM_TEST_NATS`, `POSTROOM_TEST_KAFKA`, `POSTROOM_TEST_PG`; a missing one fails):
 //!
 //! - the migration demo: nothing lost, nothing applied twice, an inventory consumer SIGKILLed

@@ -1,4 +1,4 @@
-//! Bounded exponential backoff with full jitter, for reconnects and failing loops (R16).
+//! Bounded exponential backoff with full jitter, for reconnects and failing loops.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The aggregate version guard (R13) as a pure decision.
+//! The aggregate version guard as a pure decision.
 //!
 //! A consumer that keeps, per aggregate, the last version it applied asks the guard what to do
 //! with an incoming version:

@@ -1,4 +1,4 @@
-//! The outbox store trait (R2, R3): rows written in the business transaction, claimed by
+//! The outbox store trait: rows written in the business transaction, claimed by
 //! relays with leases, marked published only after the broker's confirmation.
 
 use crate::envelope::MessageId;

@@ -1,4 +1,4 @@
-//! The outbox relay (R3), written once against [`OutboxStore`] and [`Publisher`].
+//! The outbox relay, written once against [`OutboxStore`] and [`Publisher`].
 //!
 //! Claim a batch with a lease, publish it with confirmations, mark published only the rows
 //! the broker confirmed, give the others back with a delay. A crash between publish and mark

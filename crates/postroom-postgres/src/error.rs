@@ -1,5 +1,5 @@
 //! `sqlx::Error` mapped into postroom's portable [`ErrorKind`]s, by SQLSTATE for server
-//! errors, so that the retry policy can tell transient from permanent (R7).
+//! errors, so that the retry policy can tell transient from permanent.
 
 use postroom_core::{Error, ErrorKind};
 

@@ -2,7 +2,7 @@
 //!
 //! postroom on PostgreSQL, for when one machine is not enough: the transactional outbox
 //! written in your own transaction with relays claiming rows under leases and woken by
-//! LISTEN/NOTIFY, the inbox, inbox-queue workers (seed 003), the parking lot with resumable
+//! LISTEN/NOTIFY, the inbox, inbox-queue workers, the parking lot with resumable
 //! redrive, and `PgQueue`, a queue transport in tables. Every table is named with a
 //! configurable prefix (default `postroom_`) and created by versioned migrations.
 //!
@@ -24,7 +24,7 @@
 //! let store = PgStore::connect("postgres://postgres@127.0.0.1:5432/app").await?;
 //! store.migrate().await?;
 //!
-//! // Producer: the business row and the outbox row in one transaction (R2).
+//! // Producer: the business row and the outbox row in one transaction.
 //! let env = Envelope::builder("order.created", "orders").aggregate("order", "o-1", 1).build();
 //! let mut tx = store.begin().await?;
 //! sqlx::query("INSERT INTO orders (id) VALUES ('o-1')").execute(&mut *tx).await.map_err(postroom_postgres::map_error)?;
@@ -32,7 +32,7 @@
 //! outbox::enqueue(&mut tx, store.prefix(), &msg, &env.aggregate.key()).await?;
 //! postroom_postgres::commit(tx).await?;
 //!
-//! // Consumer: claim the inbox row in the business transaction (R5).
+//! // Consumer: claim the inbox row in the business transaction.
 //! let mut tx = store.begin().await?;
 //! if inbox::claim(&mut tx, store.prefix(), "inventory", env.id).await? {
 //!     // apply the effect here, in `tx`

@@ -1,4 +1,4 @@
-//! Inbox-queue mode (R6): persist-then-ack ingest, N workers in parallel, retries with the
+//! Inbox-queue mode: persist-then-ack ingest, N workers in parallel, retries with the
 //! error recorded, parking, and ordered processing across a gap.
 
 use postroom_core::consumer::ConsumerConfig;

@@ -1,4 +1,4 @@
-//! Backlog figures of a consumer from the management API (R15): ready and unacked in the work
+//! Backlog figures of a consumer from the management API: ready and unacked in the work
 //! queue, messages waiting in its retry stages, and the parking depth. The API refreshes
 //! queue figures every few seconds, so these lag a little.
 

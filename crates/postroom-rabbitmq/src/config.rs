@@ -1,4 +1,4 @@
-//! The topology configuration (R10), loadable from TOML.
+//! The topology configuration, loadable from TOML.
 //!
 //! ```toml
 //! prefix = "inventory"          # workload prefix: queue names start with it
@@ -17,7 +17,7 @@ use postroom_core::config_file::{self, ConsumersSeen};
 use postroom_core::{Error, ErrorKind, Result, RetryLadder};
 use serde::{Deserialize, Serialize};
 
-/// How a failed delivery gets to its delay stage (seed 004).
+/// How a failed delivery gets to its delay stage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RetryStyle {
@@ -59,7 +59,7 @@ pub struct ConsumerTopology {
     /// Binding keys on the work exchange (topic patterns).
     #[serde(default)]
     pub bindings: Vec<String>,
-    /// Partitioned mode (R13) when above 0: a consistent-hash exchange on the aggregate key
+    /// Partitioned mode when above 0: a consistent-hash exchange on the aggregate key
     /// header in front of this many single-active-consumer queues `<work>.p<i>`, instead of
     /// one work queue. Per-aggregate order holds with any number of consumer processes.
     #[serde(default)]

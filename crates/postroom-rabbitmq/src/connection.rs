@@ -1,4 +1,4 @@
-//! The broker link (R16): one AMQP connection, re-made with a bounded, jittered backoff when
+//! The broker link: one AMQP connection, re-made with a bounded, jittered backoff when
 //! it is lost (never a reconnect storm: callers asking in between get an error at once),
 //! topology re-declared after each reconnect, channels opened on demand.
 //!

@@ -2,7 +2,7 @@
 //! confirmed copy to the delay stage before acking (ack+publish) or by rejecting into the
 //! dead-letter loop (reject+DLX); park by publishing a confirmed copy with diagnostics to
 //! the parking queue before acking. A failed act hands the delivery back unacked and asks
-//! for the consumer channel to be rebuilt, so the broker redelivers it (R9).
+//! for the consumer channel to be rebuilt, so the broker redelivers it.
 
 use crate::config::RetryStyle;
 use crate::error::amqp;

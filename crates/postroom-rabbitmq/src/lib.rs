@@ -1,6 +1,6 @@
 //! # postroom-rabbitmq
 //!
-//! postroom on RabbitMQ (R10, R3, R9, R16): the topology of seed 000 declared from a config
+//! postroom on RabbitMQ: the topology of the source article declared from a config
 //! with **policies** (TTL, dead-lettering `at-least-once`, `reject-publish`, `delivery-limit`)
 //! through the management API, a confirming publisher that treats basic.return as failure,
 //! a subscriber whose deliveries retry by a confirmed publish to a TTL stage before acking,

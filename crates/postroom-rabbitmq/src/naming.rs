@@ -1,4 +1,4 @@
-//! Names of one consumer's queues and exchanges (R10): the workload prefix, then the suffixes
+//! Names of one consumer's queues and exchanges: the workload prefix, then the suffixes
 //! `.retry`, `.retry.<delay>`, `.dlx`, `.parking`.
 
 use postroom_core::RetryLadder;

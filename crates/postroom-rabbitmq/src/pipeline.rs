@@ -1,4 +1,4 @@
-//! Pipelines and taps (R18, seed 004).
+//! Pipelines and taps.
 //!
 //! A [`PipelineStage`] is a [`Handler`] that consumes one message and publishes its outputs
 //! through a confirming publisher before the consumer acks the input, so a chain of stages is

@@ -1,4 +1,4 @@
-//! The confirming publisher (R3, R9): confirm mode, `mandatory`, persistent messages whose
+//! The confirming publisher: confirm mode, `mandatory`, persistent messages whose
 //! `message_id` is the postroom id. A publish succeeds only on a positive confirm with no
 //! basic.return: RabbitMQ confirms an unroutable message too, after returning it, so the
 //! return is what counts. A batch is sent through a sliding window of confirms in flight

@@ -1,7 +1,7 @@
 //! The subscriber: a consumer channel on one queue with a bounded prefetch (0 is refused),
 //! manual acks only. The channel is rebuilt when the broker cancels the consumer, when the
 //! channel fails, or when a settling act failed, with a bounded, jittered backoff between
-//! rebuilds so a broken retry route never turns into a reconnect storm (R16, R19).
+//! rebuilds so a broken retry route never turns into a reconnect storm.
 
 use crate::config::{RetryStyle, TopologyConfig};
 use crate::delivery::{ChannelState, DeliveryContext, RabbitDelivery};
@@ -25,7 +25,7 @@ use std::time::Duration;
 /// Subscriber settings.
 #[derive(Clone, Debug)]
 pub struct SubscriberOptions {
-    /// Unacked deliveries the broker may send ahead (R14). Required: 0 (unbounded) is refused.
+    /// Unacked deliveries the broker may send ahead. Required: 0 (unbounded) is refused.
     pub prefetch: u16,
     /// Consume this queue instead of the consumer's work queue (a partition queue); retries
     /// and parking still go through the consumer's exchanges.

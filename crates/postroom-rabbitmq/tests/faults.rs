@@ -1,5 +1,6 @@
-//! R19 at the transport level, against the real broker: a deleted retry binding, corrupt
-//! JSON, an unavailable parking queue, the reject+DLX loop, and a consumer that keeps dying.
+//! The source article's fault tests at the transport level, against the real broker: a
+//! deleted retry binding, corrupt JSON, an unavailable parking queue, the reject+DLX loop,
+//! and a consumer that keeps dying.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The source article's fault tests that need the business database (R19), on RabbitMQ and
+//! The source article's fault tests that need the business database, on RabbitMQ and
 //! PostgreSQL. The handler claims the inbox row and applies the effect in one PostgreSQL
 //! transaction. PostgreSQL "goes down" for the handler by cutting a TCP path to the real
 //! server (a loopback forwarder this test owns), never by stopping the shared server. The

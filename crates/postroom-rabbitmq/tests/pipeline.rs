@@ -1,4 +1,4 @@
-//! R18: a stage consumes `order.created` and publishes `order.enriched`; a downstream
+//! Pipelines: a stage consumes `order.created` and publishes `order.enriched`; a downstream
 //! consumer receives every output; a tap on the stage's output copies the traffic without
 //! touching it.
 

@@ -1,4 +1,4 @@
-//! R16: the broker closes the connection under a running consumer and publisher; the link
+//! Reconnects: the broker closes the connection under a running consumer and publisher; the link
 //! reconnects with a bounded backoff, re-declares the topology, rebuilds its channels, and
 //! consumption resumes.
 

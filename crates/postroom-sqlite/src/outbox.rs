@@ -10,7 +10,7 @@ use postroom_core::{
 use sqlx::{Row, SqliteConnection};
 use std::time::Duration;
 
-/// Write `message` into the outbox inside the caller's transaction (R2). The aggregate key
+/// Write `message` into the outbox inside the caller's transaction. The aggregate key
 /// (for per-aggregate ordering) is taken from the `x-aggregate-key` header, else the id.
 pub async fn enqueue(conn: &mut SqliteConnection, message: &OutgoingMessage) -> Result<()> {
     let (kind, route) = match &message.route {

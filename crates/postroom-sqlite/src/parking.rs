@@ -1,4 +1,4 @@
-//! The parking lot and redrive audit on SQLite (R11, R12).
+//! The parking lot and redrive audit on SQLite.
 
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;

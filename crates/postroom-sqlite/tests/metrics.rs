@@ -1,4 +1,4 @@
-//! The consumer's metrics reach a Prometheus exporter (R15): handled, retries per stage,
+//! The consumer's metrics reach a Prometheus exporter: handled, retries per stage,
 //! parked, handling time, and the backlog gauges including the oldest ready message's age.
 
 use postroom_core::consumer::{Consumer, ConsumerConfig};

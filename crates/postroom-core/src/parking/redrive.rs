@@ -1,4 +1,4 @@
-//! Redrive (R12): an operator's selection of parked messages sent back to the consumer that
+//! Redrive: an operator's selection of parked messages sent back to the consumer that
 //! parked them, with the same id, at a bounded rate, each id recorded so an interrupted run
 //! resumes where it stopped. There is never an automatic parking → main loop.
 //!

@@ -153,7 +153,7 @@ pub trait Delivery: Send + Sized + 'static {
     }
 
     /// Publish a copy with the same id and `x-retry-attempt = plan.attempt` to the delay stage,
-    /// wait for its confirmation, and only then acknowledge this delivery (R9).
+    /// wait for its confirmation, and only then acknowledge this delivery.
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>>;
 
     /// Move to the parking lot with its diagnostics, then acknowledge.

@@ -1,4 +1,4 @@
-//! Inbox-queue mode (seed 003): persist, then ack.
+//! Inbox-queue mode: persist, then ack.
 //!
 //! The subscriber side ([`InboxQueue::ingest`]) only stores each message in
 //! `{prefix}inbox_queue` (deduplicated by `(consumer, message_id)`) and acknowledges it at

@@ -1,4 +1,4 @@
-//! The transactional outbox (R2, R3).
+//! The transactional outbox.
 //!
 //! [`enqueue`] writes the outbox row in the caller's own transaction, beside the business
 //! write. [`PgOutbox`] is the relays' side: [`OutboxStore::claim`] takes rows with

@@ -1,5 +1,5 @@
-//! The parking lot (R11) in PostgreSQL: parked messages with every diagnostic, searched with
-//! the exact semantics of [`ParkingFilter::matches`], and resumable redrive runs (R12).
+//! The parking lot in PostgreSQL: parked messages with every diagnostic, searched with
+//! the exact semantics of [`ParkingFilter::matches`], and resumable redrive runs.
 
 mod archive;
 mod audit;

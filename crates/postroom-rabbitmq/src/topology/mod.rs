@@ -1,4 +1,4 @@
-//! The RabbitMQ topology of a workload (R10): exchanges, quorum queues, bindings and the
+//! The RabbitMQ topology of a workload: exchanges, quorum queues, bindings and the
 //! policies that carry TTL, dead-lettering, overflow and delivery limit.
 //!
 //! [`Topology::plan`] reads the broker through the management API and lists the changes that
