@@ -47,7 +47,8 @@ pub enum Command {
     #[cfg(feature = "bench")]
     Bench(postroom_bench::BenchArgs),
     /// Plan and apply a broker's topology (RabbitMQ: exchanges, quorum queues, retry stages,
-    /// parking, and the policies that set TTL, dead-lettering, overflow and delivery limits).
+    /// parking, and the policies that set TTL, dead-lettering, overflow and delivery limits;
+    /// NATS: streams and durable consumers; Kafka: topics; SQS: queues and their DLQs).
     #[command(subcommand)]
     Topology(TopologyCommand),
     /// The web console: the parking lot grouped by cause, redrive from the browser, the
@@ -112,7 +113,8 @@ pub enum TopologyCommand {
 /// Where the topology and the broker are.
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
-    /// Topology file (TOML: prefix, exchange, ladder, retry_style, delivery_limit, [[consumers]] name + bindings).
+    /// Topology file (TOML: prefix, ladder, [[consumers]] name + bindings, and the broker's own
+    /// keys, e.g. RabbitMQ's exchange, retry_style and delivery_limit).
     #[arg(
         long = "topology",
         env = "POSTROOM_TOPOLOGY",
@@ -120,8 +122,10 @@ pub struct BrokerArgs {
         value_name = "FILE"
     )]
     pub topology: PathBuf,
-    /// Broker URL (amqp://user@host:5672/%2f; without a user, guest). Put the password in
-    /// POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here.
+    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
+    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
+    /// An amqp:// URL without a user logs in as guest. Put the password in POSTROOM_BROKER_PASSWORD
+    /// or --broker-password-file rather than here.
     #[arg(
         long,
         env = "POSTROOM_BROKER",
@@ -296,10 +300,13 @@ pub struct RedriveArgs {
     /// effect was not applied. Messages the inbox shows as applied are skipped all the same.
     #[arg(long)]
     pub force: bool,
-    /// Send the messages back through a broker (amqp://…) instead of the database's own queue.
+    /// Send the messages back through a broker instead of the database's own queue:
+    /// amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS JetStream),
+    /// kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
     #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
     pub broker: Option<UrlText>,
-    /// Topology file naming the consumers' exchanges (with --broker).
+    /// Topology file: where each consumer's messages go back (TOML: prefix, ladder,
+    /// [[consumers]] name + bindings, and the broker's own keys). Read with --broker.
     #[arg(
         long = "topology",
         env = "POSTROOM_TOPOLOGY",

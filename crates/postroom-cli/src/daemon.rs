@@ -24,8 +24,10 @@ pub struct PipelineArgs {
     #[allow(missing_docs)]
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Broker URL (amqp://…); without it, the queue in the database's own tables. Put the
-    /// password in POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here.
+    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
+    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
+    /// Without it, the queue in the database's own tables. Put the password in
+    /// POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here.
     #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
     pub broker: Option<UrlText>,
     /// Topology file: the consumers and the routes they take (TOML: prefix, ladder,

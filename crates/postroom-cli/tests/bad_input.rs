@@ -650,3 +650,49 @@ fn a_broker_url_setting_that_is_not_read_or_out_of_range_is_refused() {
         plan_refused(d, &broker, "t.toml", needle);
     }
 }
+
+/// Every command that takes `--broker` says in its help which brokers it takes: all five
+/// transports (this build has every one), not RabbitMQ alone; and the topology file's help
+/// says that each broker adds keys of its own, rather than listing RabbitMQ's as the file's.
+#[test]
+fn every_broker_flag_names_every_transport_in_its_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for command in [
+        &["relay"][..],
+        &["serve"],
+        &["ingest"],
+        &["feed"],
+        &["demo"],
+        &["soak"],
+        &["parking", "redrive"],
+        &["parking", "ingest"],
+        &["topology", "plan"],
+        &["topology", "apply"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let out = common::postroom(d, &args);
+        common::ok(&out);
+        let help = String::from_utf8_lossy(&out.stdout);
+        let broker = help
+            .split("\n      --")
+            .find(|flag| flag.starts_with("broker <"))
+            .unwrap_or_else(|| panic!("{command:?}: no --broker in\n{help}"));
+        for scheme in ["amqp://", "nats://", "kafka://", "sqs://"] {
+            assert!(
+                broker.contains(scheme),
+                "{command:?}: --broker does not name {scheme}: {broker}"
+            );
+        }
+        if let Some(topology) = help
+            .split("\n      --")
+            .find(|flag| flag.starts_with("topology <"))
+        {
+            assert!(
+                topology.contains("the broker's own keys"),
+                "{command:?}: --topology lists one broker's keys as the file's: {topology}"
+            );
+        }
+    }
+}

@@ -22,9 +22,10 @@ pub struct DemoArgs {
         default_value = "postroom-demo.db"
     )]
     pub database: UrlText,
-    /// Broker URL (amqp://user@host:5672/%2f). Without it the queue lives in the database. The
-    /// RabbitMQ management API is taken from POSTROOM_BROKER_API, or the same host on port
-    /// 15672 (https on 15671 for an amqps:// broker).
+    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
+    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
+    /// Without it the queue lives in the database. RabbitMQ's management API is taken from
+    /// POSTROOM_BROKER_API, or the same host on port 15672 (https on 15671 for an amqps:// broker).
     #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
     pub broker: Option<UrlText>,
     /// Number of orders to create (at least 16, so that every fault has an order).
@@ -90,8 +91,10 @@ pub struct SoakArgs {
         default_value = "postroom-soak.db"
     )]
     pub database: UrlText,
-    /// Broker URL (amqp://user@host:5672/%2f). Without it the queue lives in the database.
-    /// The management API is taken from POSTROOM_BROKER_API or the same host on port 15672.
+    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
+    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
+    /// Without it the queue lives in the database. RabbitMQ's management API is taken from
+    /// POSTROOM_BROKER_API or the same host on port 15672.
     #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
     pub broker: Option<UrlText>,
     /// Restart the broker once mid-run: with --restart-command, or the transport's own way
