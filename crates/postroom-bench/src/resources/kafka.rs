@@ -28,9 +28,7 @@ pub struct Workload {
 
 impl std::fmt::Debug for Workload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Workload")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
+        super::debug_by_prefix(f, "Workload", &self.prefix)
     }
 }
 

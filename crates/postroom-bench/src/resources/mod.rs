@@ -86,3 +86,15 @@ impl Endpoints {
 pub fn rand_suffix() -> String {
     uuid::Uuid::now_v7().simple().to_string()[20..].to_string()
 }
+
+/// A workload's `Debug`: its type `name` and the random `prefix` of every name it made (its
+/// clients and links print nothing worth reading).
+pub(crate) fn debug_by_prefix(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    prefix: &str,
+) -> std::fmt::Result {
+    f.debug_struct(name)
+        .field("prefix", &prefix)
+        .finish_non_exhaustive()
+}

@@ -34,9 +34,7 @@ pub struct NatsWorkload {
 
 impl std::fmt::Debug for NatsWorkload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsWorkload")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
+        super::debug_by_prefix(f, "NatsWorkload", &self.prefix)
     }
 }
 

@@ -12,10 +12,10 @@
 //! The inventory consumers of both feeds write into the same inbox table: each message's
 //! effect is applied once, and its second copy (from the other broker) is absorbed.
 
-use super::report::{DemoReport, MigrationReport};
+use super::report::MigrationReport;
 use super::{
-    CRASH_ORDER, DUPLICATED, consumer, create_orders, in_flight_on, inject_duplicates, orders,
-    produce_poison, supervise, wait_until_settled,
+    CRASH_ORDER, DUPLICATED, checked_report, consumer, create_orders, in_flight_on,
+    inject_duplicates, orders, produce_poison, supervise, wait_until_settled,
 };
 use crate::args::DemoArgs;
 use crate::process::{ChildEnv, Worker};
@@ -23,9 +23,7 @@ use crate::shop::handlers::RejectionHandler;
 use crate::shop::{INVENTORY, INVENTORY_TOPICS, ORDERS, ORDERS_TOPICS};
 use crate::stack::{Stack, StackSpec, endpoints};
 use crate::verdict;
-use postroom_core::{
-    MessageId, OutboxRelay, ParkingIngest, Publisher, RelayConfig, Subscription, Transport,
-};
+use postroom_core::{OutboxRelay, ParkingIngest, Publisher, RelayConfig, Subscription, Transport};
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::time::parse_ladder;
 use postroom_ops::{Endpoint, OpsError, OpsResult, Registry, TransportSpec, Workload};
@@ -239,19 +237,10 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     }
     new.close().await;
 
-    let parked = stack.parked_by(INVENTORY).await?;
-    let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
-    let facts = stack.shop.facts(&ids).await?;
+    let mut report =
+        checked_report(&stack, &ladder, &poison_ids, injected, &kills, started).await?;
     migration.overlap_duplicates_absorbed =
-        facts.duplicates_absorbed.saturating_sub(absorbed_before);
-    let mut report = DemoReport::from_facts(&facts, &parked, &ladder);
-    report.duplicates_injected = injected;
-    report.consumer_kills = kills.load(Ordering::SeqCst);
-    report.killed_order = Some(CRASH_ORDER.into());
-    report.killed_order_reservations = stack.shop.reservations_of(CRASH_ORDER).await?;
-    report.killed_order_redelivered = stack.shop.duplicate_seen_for(CRASH_ORDER).await?;
-    report.elapsed_s = started.elapsed().as_secs_f64();
-    report.check(&ladder, &poison_ids);
+        report.duplicates_absorbed.saturating_sub(absorbed_before);
     for feed in [&migration.from, &migration.to] {
         if migration.overlap_kills.get(feed).copied().unwrap_or(0) == 0 {
             report

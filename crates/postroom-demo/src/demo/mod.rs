@@ -123,16 +123,8 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
         let _ = t.await;
     }
 
-    let parked = stack.parked_by(INVENTORY).await?;
-    let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
-    let mut report = DemoReport::from_facts(&stack.shop.facts(&ids).await?, &parked, &ladder);
-    report.duplicates_injected = injected;
-    report.consumer_kills = kills.load(Ordering::SeqCst);
-    report.killed_order = Some(CRASH_ORDER.into());
-    report.killed_order_reservations = stack.shop.reservations_of(CRASH_ORDER).await?;
-    report.killed_order_redelivered = stack.shop.duplicate_seen_for(CRASH_ORDER).await?;
-    report.elapsed_s = started.elapsed().as_secs_f64();
-    report.check(&ladder, &poison_ids);
+    let mut report =
+        checked_report(&stack, &ladder, &poison_ids, injected, &kills, started).await?;
     if let Err(e) = settled {
         report.failures.push(e);
     }
@@ -141,6 +133,31 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     verdict::write_json(args.report_json.as_deref(), &report)?;
     eprintln!("look at the parked messages: {}", stack.parking_hint());
     verdict::of(&report.failures)
+}
+
+/// The report of a run, read from the databases at its end (the inventory consumer's parked
+/// messages, the shop's facts, what became of the order whose consumer was killed), with the
+/// duplicates `injected`, the consumer `kills` and the time since `started`; every invariant
+/// checked against `ladder` and the `poison_ids`.
+pub(crate) async fn checked_report(
+    stack: &Stack,
+    ladder: &RetryLadder,
+    poison_ids: &[String],
+    injected: u64,
+    kills: &AtomicU64,
+    started: Instant,
+) -> OpsResult<DemoReport> {
+    let parked = stack.parked_by(INVENTORY).await?;
+    let ids: Vec<MessageId> = parked.iter().map(|p| p.message_id).collect();
+    let mut report = DemoReport::from_facts(&stack.shop.facts(&ids).await?, &parked, ladder);
+    report.duplicates_injected = injected;
+    report.consumer_kills = kills.load(Ordering::SeqCst);
+    report.killed_order = Some(CRASH_ORDER.into());
+    report.killed_order_reservations = stack.shop.reservations_of(CRASH_ORDER).await?;
+    report.killed_order_redelivered = stack.shop.duplicate_seen_for(CRASH_ORDER).await?;
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    report.check(ladder, poison_ids);
+    Ok(report)
 }
 
 /// The orders of the demo and their faults.

@@ -179,11 +179,18 @@ pub(crate) async fn suite_setup(
     (sub, cfg, recorder)
 }
 
+/// A relay from `b`'s outbox to its publisher, with `config`.
+pub fn relay_on(
+    b: &Backend,
+    config: RelayConfig,
+) -> OutboxRelay<dyn postroom_core::OutboxStore, dyn postroom_core::Publisher> {
+    OutboxRelay::new(b.outbox(), b.publisher(), config)
+}
+
 /// Run relay passes until the outbox is empty.
 pub async fn relay_all(b: &Arc<Backend>, relay_id: &str) {
-    let relay = OutboxRelay::new(
-        b.outbox(),
-        b.publisher(),
+    let relay = relay_on(
+        b,
         RelayConfig {
             relay_id: relay_id.into(),
             ..RelayConfig::default()

@@ -17,16 +17,7 @@ pub async fn redrive_by_criterion_at_rate(b: &Arc<Backend>) {
         b.produce(e, &topic).await.unwrap();
     }
     b.produce(&other, &topic).await.unwrap();
-    relay_all(b, "r1").await;
-    wait_parked(
-        b,
-        &c,
-        4,
-        Duration::from_secs(20),
-        "the failing messages parked",
-    )
-    .await;
-    h.set_fault(Fault::None);
+    park_then_heal(b, &c, &h, 4).await;
     let redriver = postroom_core::Redriver::new(b.parking(), b.publisher());
     let ids: Vec<MessageId> = selected.iter().map(|e| e.id).collect();
     let filter = ParkingFilter {
@@ -104,16 +95,7 @@ pub async fn redrive_resumes_after_interruption(b: &Arc<Backend>) {
     for e in &envs {
         b.produce(e, &topic).await.unwrap();
     }
-    relay_all(b, "r1").await;
-    wait_parked(
-        b,
-        &c,
-        4,
-        Duration::from_secs(20),
-        "the failing messages parked",
-    )
-    .await;
-    h.set_fault(Fault::None);
+    park_then_heal(b, &c, &h, 4).await;
     let filter = ParkingFilter {
         consumer: Some(c.clone()),
         ..ParkingFilter::default()
@@ -155,6 +137,21 @@ pub async fn redrive_resumes_after_interruption(b: &Arc<Backend>) {
     for e in &envs {
         assert_eq!(effect_of(b, &c, e).await, 1);
     }
+}
+
+/// Relay the outbox, wait until the `count` messages the failing handler `h` rejects are
+/// parked for consumer `c`, then heal the handler so that redriven messages apply.
+async fn park_then_heal(b: &Arc<Backend>, c: &str, h: &EffectHandler, count: usize) {
+    relay_all(b, "r1").await;
+    wait_parked(
+        b,
+        c,
+        count,
+        Duration::from_secs(20),
+        "the failing messages parked",
+    )
+    .await;
+    h.set_fault(Fault::None);
 }
 
 /// A publisher that counts what it sent per id and fails once, on the n-th publish.

@@ -21,9 +21,8 @@ pub async fn relay_crash_between_publish_and_mark(b: &Arc<Backend>) {
         Some(1),
     );
     let lease = Duration::from_secs(2);
-    let doomed = OutboxRelay::new(
-        b.outbox(),
-        b.publisher(),
+    let doomed = relay_on(
+        b,
         RelayConfig {
             relay_id: doomed_id.clone(),
             lease,
@@ -99,9 +98,8 @@ pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
     let relays: Vec<_> = ["la", "lb"]
         .into_iter()
         .map(|id| {
-            let relay = OutboxRelay::new(
-                b.outbox(),
-                b.publisher(),
+            let relay = relay_on(
+                b,
                 RelayConfig {
                     relay_id: id.into(),
                     batch_size: 2,
@@ -118,22 +116,34 @@ pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
         wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await,
         "all published and handled"
     );
+    stop_once_marked(b, Duration::from_secs(10), "all marked", stop, relays).await;
+    run.stop().await;
+    assert_delivered_in_order(&h, &["p", "q", "r"], 10);
+}
+
+/// Wait up to `within` until the relays marked every outbox row (failing the test with `what`
+/// otherwise), then stop the relay `loops` through `stop`: each must end within 10 s.
+async fn stop_once_marked(
+    b: &Arc<Backend>,
+    within: Duration,
+    what: &str,
+    stop: watch::Sender<bool>,
+    loops: Vec<tokio::task::JoinHandle<()>>,
+) {
     assert!(
-        wait_for(Duration::from_secs(10), || async {
+        wait_for(within, || async {
             b.outbox().pending().await.unwrap() == 0
         })
         .await,
-        "all marked"
+        "{what}"
     );
     stop.send(true).unwrap();
-    for r in relays {
+    for r in loops {
         tokio::time::timeout(Duration::from_secs(10), r)
             .await
             .expect("relay loop stops")
             .unwrap();
     }
-    run.stop().await;
-    assert_delivered_in_order(&h, &["p", "q", "r"], 10);
 }
 
 /// Each aggregate's versions 1..=`n` reached the handler once each, in order.
@@ -154,9 +164,8 @@ fn assert_delivered_in_order(h: &EffectHandler, aggregates: &[&str], n: u64) {
 }
 
 async fn relay_small_batches(b: &Arc<Backend>, id: &str) {
-    let relay = OutboxRelay::new(
-        b.outbox(),
-        b.publisher(),
+    let relay = relay_on(
+        b,
         RelayConfig {
             relay_id: id.into(),
             batch_size: 2,
@@ -201,9 +210,8 @@ pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Back
         0,
         Some(1),
     );
-    let relay = OutboxRelay::new(
-        b.outbox(),
-        b.publisher(),
+    let relay = relay_on(
+        b,
         RelayConfig {
             relay_id: relay_id.clone(),
             idle_wait: Duration::from_millis(20),
@@ -231,18 +239,14 @@ pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Back
         "neither row is marked while the first batch's confirms are held"
     );
     release.send(true).unwrap();
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            b.outbox().pending().await.unwrap() == 0
-        })
-        .await,
-        "both rows marked once the confirms are taken in"
-    );
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), loop_task)
-        .await
-        .expect("relay loop stops")
-        .unwrap();
+    stop_once_marked(
+        b,
+        Duration::from_secs(20),
+        "both rows marked once the confirms are taken in",
+        stop,
+        vec![loop_task],
+    )
+    .await;
     assert!(
         wait_for(Duration::from_secs(20), || async {
             !h.calls_for(first.id).is_empty()

@@ -156,10 +156,7 @@ impl TableQueueFixture for PgFixture {
     }
 
     fn queue(&self, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
-        let config = PgQueue::defaults()
-            .lease(lease)
-            .poll_interval(poll_interval);
-        Arc::new(self.store.queue(config).expect("queue"))
+        queue_on(&self.store, lease, poll_interval)
     }
 
     async fn queue_at(
@@ -173,13 +170,18 @@ impl TableQueueFixture for PgFixture {
             .await
             .expect("connect to the fixture's database");
         let store = PgStore::from_pool(pool, TablePrefix::new(PREFIX).expect("prefix"));
-        let config = PgQueue::defaults()
-            .lease(lease)
-            .poll_interval(poll_interval);
-        Arc::new(store.queue(config).expect("queue"))
+        queue_on(&store, lease, poll_interval)
     }
 
     fn inbox(&self) -> Arc<dyn InboxLookup> {
         Arc::new(self.store.clone())
     }
+}
+
+/// The queue in `store`'s tables with the given `lease` and `poll_interval`.
+fn queue_on(store: &PgStore, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
+    let config = PgQueue::defaults()
+        .lease(lease)
+        .poll_interval(poll_interval);
+    Arc::new(store.queue(config).expect("queue"))
 }

@@ -9,6 +9,7 @@ use postroom_core::{
 };
 use postroom_core::{InboxLookup, Transport};
 use postroom_sqlite::{SqliteQueue, SqliteStore, inbox, map_error, outbox};
+use sqlx::SqliteConnection;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,12 +70,7 @@ impl StoreFixture for SqliteFixture {
         if !inbox::claim(&mut tx, consumer, id).await? {
             return Ok(Handled::Duplicate);
         }
-        sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
-            .bind(consumer)
-            .bind(key)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_error)?;
+        add_effect(&mut tx, consumer, key).await?;
         tx.commit().await.map_err(map_error)?;
         Ok(Handled::Applied)
     }
@@ -92,12 +88,7 @@ impl StoreFixture for SqliteFixture {
             .collect();
         let (out, keys) = super::batch_outcomes(items, &new);
         for key in keys {
-            sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
-                .bind(consumer)
-                .bind(key)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_error)?;
+            add_effect(&mut tx, consumer, key).await?;
         }
         tx.commit().await.map_err(map_error)?;
         Ok(out)
@@ -121,10 +112,7 @@ impl TableQueueFixture for SqliteFixture {
     }
 
     fn queue(&self, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
-        let config = SqliteQueue::defaults()
-            .lease(lease)
-            .poll_interval(poll_interval);
-        Arc::new(self.store.queue_with(config).expect("queue"))
+        queue_on(&self.store, lease, poll_interval)
     }
 
     async fn queue_at(
@@ -135,13 +123,30 @@ impl TableQueueFixture for SqliteFixture {
         let store = SqliteStore::open(address)
             .await
             .expect("open the fixture's file");
-        let config = SqliteQueue::defaults()
-            .lease(lease)
-            .poll_interval(poll_interval);
-        Arc::new(store.queue_with(config).expect("queue"))
+        queue_on(&store, lease, poll_interval)
     }
 
     fn inbox(&self) -> Arc<dyn InboxLookup> {
         Arc::new(self.store.clone())
     }
+}
+
+/// Count one more application of the effect `key` for `consumer`, on `conn` (the
+/// transaction that claimed the message).
+async fn add_effect(conn: &mut SqliteConnection, consumer: &str, key: &str) -> Result<()> {
+    sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
+        .bind(consumer)
+        .bind(key)
+        .execute(conn)
+        .await
+        .map_err(map_error)?;
+    Ok(())
+}
+
+/// The queue in `store`'s tables with the given `lease` and `poll_interval`.
+fn queue_on(store: &SqliteStore, lease: Duration, poll_interval: Duration) -> Arc<dyn Transport> {
+    let config = SqliteQueue::defaults()
+        .lease(lease)
+        .poll_interval(poll_interval);
+    Arc::new(store.queue_with(config).expect("queue"))
 }
