@@ -24,7 +24,9 @@ pub fn kind_of_sqlstate(code: &str) -> ErrorKind {
         // syntax errors, undefined tables or columns: the schema or the query is wrong
         c if c.starts_with("42") => ErrorKind::Config,
         // Anything else (internal errors, transaction state) is retried a bounded number of
-        // times like an I/O fault. Core has no "unknown database error" kind.
+        // times like an I/O fault, as on SQLite: the retry budget bounds what that costs,
+        // while calling it permanent would park a good message at once for what may be a
+        // passing fault. Core has no "unknown database error" kind.
         _ => ErrorKind::Io,
     }
 }
