@@ -73,10 +73,9 @@ fn order_id(run: &str, n: i64) -> String {
 
 /// An order as the producer writes it to the outbox.
 pub struct Order {
-    /// `OrderCreated` in its envelope.
+    /// `OrderCreated` in its envelope; its aggregate key header keeps one order's messages
+    /// in order.
     pub message: OutgoingMessage,
-    /// The order's aggregate key (one order's messages keep their order).
-    pub aggregate_key: String,
 }
 
 /// This run's orders, `<run>-1` to `<run>-30`; order `n` reserves `n` items.
@@ -93,7 +92,6 @@ pub fn orders(run: &str) -> Result<Vec<Order>, serde_json::Error> {
                 .build();
             Ok(Order {
                 message: OutgoingMessage::from_envelope(&env, OrderCreated::TYPE),
-                aggregate_key: env.aggregate.key(),
             })
         })
         .collect()
@@ -291,13 +289,7 @@ pub async fn run_on_postgres(
     let orders = orders(run)?;
     for order in &orders {
         let mut tx = store.begin().await?;
-        outbox::enqueue(
-            &mut tx,
-            store.prefix(),
-            &order.message,
-            &order.aggregate_key,
-        )
-        .await?;
+        outbox::enqueue(&mut tx, store.prefix(), &order.message).await?;
         commit(tx).await?;
     }
     let sent_again = send_copies_again(&running, &orders).await?;

@@ -10,16 +10,16 @@ pub const MESSAGE_TYPE: &str = "order.created";
 /// Aggregates the messages are spread over, unless a scenario says otherwise.
 pub const AGGREGATES: usize = 1000;
 
-/// Message `i` with a body of about `bytes` bytes, and its aggregate key.
+/// Message `i` with a body of about `bytes` bytes (its aggregate key in its headers).
 #[must_use]
-pub fn message(i: usize, bytes: usize) -> (OutgoingMessage, String) {
+pub fn message(i: usize, bytes: usize) -> OutgoingMessage {
     message_over(i, bytes, AGGREGATES)
 }
 
 /// Message `i`, spread round robin over `aggregates` aggregates (version `i / aggregates + 1`
 /// of aggregate `i % aggregates`).
 #[must_use]
-pub fn message_over(i: usize, bytes: usize, aggregates: usize) -> (OutgoingMessage, String) {
+pub fn message_over(i: usize, bytes: usize, aggregates: usize) -> OutgoingMessage {
     let aggregates = aggregates.max(1);
     let build = |pad: &str| {
         Envelope::builder(MESSAGE_TYPE, "bench")
@@ -33,22 +33,13 @@ pub fn message_over(i: usize, bytes: usize, aggregates: usize) -> (OutgoingMessa
     };
     let bare = build("").to_bytes().len();
     let env = build(&"x".repeat(bytes.saturating_sub(bare)));
-    (
-        OutgoingMessage::from_envelope(&env, ROUTING_KEY),
-        env.aggregate.key(),
-    )
+    OutgoingMessage::from_envelope(&env, ROUTING_KEY)
 }
 
 /// Messages `from..from + n`.
 #[must_use]
-pub fn messages(from: usize, n: usize, bytes: usize) -> Vec<(OutgoingMessage, String)> {
+pub fn messages(from: usize, n: usize, bytes: usize) -> Vec<OutgoingMessage> {
     (from..from + n).map(|i| message(i, bytes)).collect()
-}
-
-/// Only the outgoing messages.
-#[must_use]
-pub fn outgoing(from: usize, n: usize, bytes: usize) -> Vec<OutgoingMessage> {
-    (from..from + n).map(|i| message(i, bytes).0).collect()
 }
 
 /// Median of `values` (0 when empty).
@@ -79,9 +70,9 @@ mod tests {
 
     #[test]
     fn padded_to_size() {
-        let (m, key) = message(1234, 512);
+        let m = message(1234, 512);
         assert!((511..=513).contains(&m.body.len()), "{}", m.body.len());
-        assert_eq!(key, "order:a234");
+        assert_eq!(m.aggregate_key(), "order:a234");
         assert_eq!(percentile(&mut [3.0, 1.0, 2.0, 4.0], 50.0), 2.0);
         assert_eq!(percentile(&mut [3.0, 1.0, 2.0, 4.0], 99.0), 4.0);
         assert_eq!(median(&[5.0, 1.0, 3.0]), 3.0);

@@ -50,10 +50,10 @@ fn write_topology(dir: &Path, p: &str, ladder: &str) {
     .unwrap();
 }
 
-/// Write `m` into the outbox under the key `key`, in a transaction of its own.
-async fn enqueue(store: &PgStore, m: &OutgoingMessage, key: &str) {
+/// Write `m` into the outbox, in a transaction of its own.
+async fn enqueue(store: &PgStore, m: &OutgoingMessage) {
     let mut tx = store.pool().begin().await.unwrap();
-    postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), m, key)
+    postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), m)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -217,7 +217,7 @@ async fn a_row_is_marked_only_when_both_brokers_confirmed_and_the_early_copy_is_
     let mut ids = Vec::new();
     for n in 0..3 {
         let m = OutgoingMessage::from_envelope(&event(&format!("fan-{n}"), 1), ROUTE);
-        enqueue(&store, &m, &format!("fan-{n}")).await;
+        enqueue(&store, &m).await;
         ids.push(m.id);
     }
     let publisher =
@@ -480,7 +480,7 @@ async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_
             while !*producing.borrow() {
                 let agg = format!("book-{}", n % 5);
                 let m = OutgoingMessage::from_envelope(&event(&agg, n / 5 + 1), ROUTE);
-                enqueue(&store, &m, &agg).await;
+                enqueue(&store, &m).await;
                 ids.push(m.id);
                 n += 1;
                 tokio::select! {
@@ -757,7 +757,7 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
     let written = async |from: u64| {
         for v in from..from + 5 {
             let m = OutgoingMessage::from_envelope(&event("unreach", v), ROUTE);
-            enqueue(&store, &m, "unreach").await;
+            enqueue(&store, &m).await;
         }
     };
     let relayed = async || {

@@ -98,6 +98,17 @@ impl OutgoingMessage {
     pub fn attempt(&self) -> u32 {
         attempt_of(&self.headers)
     }
+
+    /// The key an outbox keeps this message's order under: its `x-aggregate-key` header
+    /// (what consumers order by, set by [`from_envelope`](Self::from_envelope)), else its id
+    /// (a message of its own, ordered after nothing). Every store reads it this way.
+    #[must_use]
+    pub fn aggregate_key(&self) -> String {
+        self.headers
+            .get(headers::AGGREGATE_KEY)
+            .cloned()
+            .unwrap_or_else(|| self.id.to_string())
+    }
 }
 
 /// The retry attempt in `headers` (0 when absent or unreadable).

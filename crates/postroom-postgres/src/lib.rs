@@ -29,7 +29,7 @@
 //! let mut tx = store.begin().await?;
 //! sqlx::query("INSERT INTO orders (id) VALUES ('o-1')").execute(&mut *tx).await.map_err(postroom_postgres::map_error)?;
 //! let msg = OutgoingMessage::from_envelope(&env, "order.created");
-//! outbox::enqueue(&mut tx, store.prefix(), &msg, &env.aggregate.key()).await?;
+//! outbox::enqueue(&mut tx, store.prefix(), &msg).await?;
 //! postroom_postgres::commit(tx).await?;
 //!
 //! // Consumer: claim the inbox row in the business transaction.

@@ -84,7 +84,7 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
                 let m = OutgoingMessage::from_envelope(&env, "order.created");
                 let written = async {
                     let mut tx = store.begin().await?;
-                    outbox::enqueue(&mut tx, store.prefix(), &m, &env.aggregate.key()).await?;
+                    outbox::enqueue(&mut tx, store.prefix(), &m).await?;
                     commit(tx).await
                 }
                 .await;

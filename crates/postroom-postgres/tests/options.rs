@@ -16,7 +16,6 @@ async fn enqueue_one(store: &PgStore) {
         &mut tx,
         store.prefix(),
         &OutgoingMessage::from_envelope(&env, "order.created"),
-        &env.aggregate.key(),
     )
     .await
     .unwrap();

@@ -185,10 +185,7 @@ async fn two_relays_scenario() {
                 .aggregate("order", format!("a{a}"), v)
                 .build();
             ids.insert((env.aggregate.key(), v), env.id);
-            batch.push((
-                OutgoingMessage::from_envelope(&env, "orders"),
-                env.aggregate.key(),
-            ));
+            batch.push(OutgoingMessage::from_envelope(&env, "orders"));
         }
         let mut tx = store.begin().await.unwrap();
         outbox::enqueue_batch(&mut tx, store.prefix(), &batch)

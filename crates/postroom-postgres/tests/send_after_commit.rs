@@ -16,11 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Write `rows` in one transaction, leasing what may be sent to `owner`, and commit.
-async fn written_to_send(
-    s: &PgStore,
-    rows: &[(OutgoingMessage, String)],
-    lease: Duration,
-) -> ToSend {
+async fn written_to_send(s: &PgStore, rows: &[OutgoingMessage], lease: Duration) -> ToSend {
     let mut tx = s.begin().await.unwrap();
     let to_send = outbox::enqueue_to_send(&mut tx, s.prefix(), rows, "producer-1", lease)
         .await
@@ -88,10 +84,7 @@ async fn rows_sent_after_the_commit_are_published_and_marked_without_a_relay() {
         }
     );
     assert_eq!(s.outbox().pending().await.unwrap(), 0, "both marked");
-    assert_eq!(
-        received(&mut sub, 2).await,
-        vec![rows[0].0.id, rows[1].0.id]
-    );
+    assert_eq!(received(&mut sub, 2).await, vec![rows[0].id, rows[1].id]);
 }
 
 #[tokio::test]
@@ -117,7 +110,7 @@ async fn a_row_behind_an_unpublished_predecessor_is_left_to_the_relay_in_order()
     let leased: Vec<MessageId> = to_send.messages().iter().map(|m| m.id).collect();
     assert_eq!(
         leased,
-        vec![later[1].0.id, later[2].0.id],
+        vec![later[1].id, later[2].id],
         "only b1 and c1: a2 follows the unpublished a1, c2 follows c1"
     );
     let sender = sender(&s, &q);
@@ -131,11 +124,8 @@ async fn a_row_behind_an_unpublished_predecessor_is_left_to_the_relay_in_order()
     let got = received(&mut sub, 5).await;
     let at = |id: MessageId| got.iter().position(|g| *g == id).expect("received");
     assert_eq!(got.len(), 5, "{got:?}");
-    assert!(at(a1.0.id) < at(later[0].0.id), "a1 before a2: {got:?}");
-    assert!(
-        at(later[2].0.id) < at(later[3].0.id),
-        "c1 before c2: {got:?}"
-    );
+    assert!(at(a1.id) < at(later[0].id), "a1 before a2: {got:?}");
+    assert!(at(later[2].id) < at(later[3].id), "c1 before c2: {got:?}");
 }
 
 #[tokio::test]
@@ -159,7 +149,7 @@ async fn rows_a_producer_never_sent_go_out_through_the_relay_once_the_lease_runs
         || async { relay.run_once().await.unwrap().published == 1 },
     )
     .await;
-    assert_eq!(received(&mut sub, 1).await, vec![rows[0].0.id]);
+    assert_eq!(received(&mut sub, 1).await, vec![rows[0].id]);
     assert_eq!(s.outbox().pending().await.unwrap(), 0);
 }
 
@@ -188,7 +178,7 @@ async fn a_row_whose_publish_failed_is_given_back_to_the_relay() {
         || async { relay.run_once().await.unwrap().published == 1 },
     )
     .await;
-    assert_eq!(received(&mut sub, 1).await, vec![rows[0].0.id]);
+    assert_eq!(received(&mut sub, 1).await, vec![rows[0].id]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -338,12 +328,9 @@ async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to
         .unwrap();
     assert_eq!(
         claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![c1.0.id]
+        vec![c1.id]
     );
-    s.outbox()
-        .mark_published("relay", &[c1.0.id])
-        .await
-        .unwrap();
+    s.outbox().mark_published("relay", &[c1.id]).await.unwrap();
     assert_relays_woken(
         &s,
         &mut listener,
@@ -374,8 +361,5 @@ async fn a_producer_sending_its_own_rows_wakes_no_relay_unless_it_leaves_rows_to
     )
     .await;
     // The rows the producer sent were delivered once each.
-    assert_eq!(
-        received(&mut sub, 2).await,
-        vec![rows[0].0.id, rows[1].0.id]
-    );
+    assert_eq!(received(&mut sub, 2).await, vec![rows[0].id, rows[1].id]);
 }

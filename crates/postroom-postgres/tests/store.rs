@@ -64,14 +64,14 @@ async fn migrations_are_idempotent_concurrent_and_prefixed() {
 }
 
 /// One message per `(aggregate, version)`, enqueued in one transaction in that order.
-async fn enqueued(s: &PgStore, versions: &[(&str, u64)]) -> Vec<(OutgoingMessage, String)> {
+async fn enqueued(s: &PgStore, versions: &[(&str, u64)]) -> Vec<OutgoingMessage> {
     let rows: Vec<_> = versions.iter().map(|(a, v)| outgoing(a, *v)).collect();
     enqueue_in_one_transaction(s, &rows).await;
     rows
 }
 
 /// Enqueue `rows` in one transaction, in order (batches of 2000 rows).
-async fn enqueue_in_one_transaction(s: &PgStore, rows: &[(OutgoingMessage, String)]) {
+async fn enqueue_in_one_transaction(s: &PgStore, rows: &[OutgoingMessage]) {
     let mut tx = s.begin().await.unwrap();
     for chunk in rows.chunks(2000) {
         outbox::enqueue_batch(&mut tx, s.prefix(), chunk)
@@ -97,7 +97,7 @@ async fn claim_takes_only_the_head_of_each_aggregate() {
     let first = ob.claim("r1", 10, Duration::from_secs(30)).await.unwrap();
     assert_eq!(
         first.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![rows[0].0.id, rows[2].0.id],
+        vec![rows[0].id, rows[2].id],
         "one head per aggregate"
     );
     assert!(
@@ -107,14 +107,14 @@ async fn claim_takes_only_the_head_of_each_aggregate() {
             .is_empty(),
         "heads leased: nothing else is publishable"
     );
-    ob.mark_published("r1", &[rows[0].0.id]).await.unwrap();
-    ob.release("r1", rows[2].0.id, "broker down", Duration::from_secs(60))
+    ob.mark_published("r1", &[rows[0].id]).await.unwrap();
+    ob.release("r1", rows[2].id, "broker down", Duration::from_secs(60))
         .await
         .unwrap();
     let next = ob.claim("r2", 10, Duration::from_secs(30)).await.unwrap();
     assert_eq!(
         next.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![rows[1].0.id],
+        vec![rows[1].id],
         "b waits behind its released head"
     );
     assert_eq!(ob.pending().await.unwrap(), 4);
@@ -156,7 +156,7 @@ async fn keeps_the_aggregates_it_publishes(delete: bool) {
         ],
     )
     .await;
-    let id = |i: usize| rows[i].0.id;
+    let id = |i: usize| rows[i].id;
     let ob = if delete {
         s.outbox().delete_on_publish()
     } else {
@@ -230,14 +230,14 @@ async fn an_aggregate_far_ahead_of_the_oldest_rows_goes_back_to_the_pool() {
     let ob = s.outbox();
     let lease = Duration::from_secs(30);
     let first = ob.claim("r1", 1, lease).await.unwrap();
-    assert_eq!(ids(&first), ids_of(&[msgs[0].0.id]));
+    assert_eq!(ids(&first), ids_of(&[msgs[0].id]));
     let next = ob
-        .mark_and_claim("r1", &[msgs[0].0.id], 1, lease)
+        .mark_and_claim("r1", &[msgs[0].id], 1, lease)
         .await
         .unwrap();
     assert_eq!(
         ids(&next),
-        ids_of(&[msgs[1].0.id]),
+        ids_of(&[msgs[1].id]),
         "the oldest row, not hot v2"
     );
 }
@@ -253,12 +253,12 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
     let lease = Duration::from_secs(30);
     assert_eq!(claimed(&ob, "a").await.len(), 1);
     // v2 is not due for a while (as after a failed publish): a's mark cannot keep it.
-    ob.release("x", rows[1].0.id, "broker down", Duration::from_millis(700))
+    ob.release("x", rows[1].id, "broker down", Duration::from_millis(700))
         .await
         .unwrap();
     assert!(claimed(&ob, "b").await.is_empty());
     let ob2 = ob.clone();
-    let id = rows[0].0.id;
+    let id = rows[0].id;
     let marker = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         ob2.mark_and_claim("a", &[id], 10, lease).await.unwrap()
@@ -271,7 +271,7 @@ async fn a_mark_that_leaves_a_head_behind_wakes_waiting_relays() {
     );
     assert!(marker.await.unwrap().is_empty(), "v2 was not due");
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[1].0.id]));
+    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[1].id]));
 }
 
 #[tokio::test]
@@ -289,14 +289,14 @@ async fn a_relay_that_found_nothing_still_sees_notified_and_silently_freed_rows(
     // An insert notifies: b's wait ends and its next claim scans.
     enqueue_in_one_transaction(&s, &rows[1..=1]).await;
     ob.wait_for_rows("b", Duration::from_secs(20)).await;
-    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[1].0.id]));
+    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[1].id]));
     assert!(claimed(&ob, "b").await.is_empty());
     // a gives its row back (no notification): b finds it once the recheck time has passed.
-    ob.release("a", rows[0].0.id, "shutting down", Duration::ZERO)
+    ob.release("a", rows[0].id, "shutting down", Duration::ZERO)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[0].0.id]));
+    assert_eq!(claimed(&ob, "b").await, ids_of(&[rows[0].id]));
 }
 
 #[tokio::test]
@@ -323,21 +323,21 @@ async fn a_claim_after_dense_heads_still_takes_only_heads() {
     let first = ob.claim("r", 4, lease).await.unwrap();
     assert_eq!(
         ids(&first),
-        ids_of(&[rows[0].0.id, rows[1].0.id, rows[2].0.id, rows[3].0.id])
+        ids_of(&[rows[0].id, rows[1].id, rows[2].id, rows[3].id])
     );
     let second = ob.claim("r", 4, lease).await.unwrap();
     assert_eq!(
         ids(&second),
-        ids_of(&[rows[4].0.id, rows[6].0.id]),
+        ids_of(&[rows[4].id, rows[6].id]),
         "x2 and y2 wait"
     );
     // The rows it locked and left (x2, y2) are free again: once x1 and y1 are published,
     // another relay claims them.
-    ob.mark_published("r", &[rows[4].0.id, rows[6].0.id])
+    ob.mark_published("r", &[rows[4].id, rows[6].id])
         .await
         .unwrap();
     let third = ob.claim("q", 4, lease).await.unwrap();
-    assert_eq!(ids(&third), ids_of(&[rows[5].0.id, rows[7].0.id]));
+    assert_eq!(ids(&third), ids_of(&[rows[5].id, rows[7].id]));
 }
 
 #[tokio::test]
@@ -346,8 +346,9 @@ async fn a_mark_wakes_a_relay_that_found_only_claimed_heads() {
     let ob = s.outbox();
     let mut tx = s.begin().await.unwrap();
     for v in 1..=3 {
-        let (m, k) = outgoing("k", v);
-        outbox::enqueue(&mut tx, s.prefix(), &m, &k).await.unwrap();
+        outbox::enqueue(&mut tx, s.prefix(), &outgoing("k", v))
+            .await
+            .unwrap();
     }
     commit(tx).await.unwrap();
     // Start the listener before the claims (the first wait starts it).
@@ -393,8 +394,7 @@ fn enqueue_after_300ms(store: &PgStore, aggregate: &str) -> tokio::task::JoinHan
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut tx = store.begin().await.unwrap();
-        let (m, k) = outgoing(&aggregate, 1);
-        outbox::enqueue(&mut tx, store.prefix(), &m, &k)
+        outbox::enqueue(&mut tx, store.prefix(), &outgoing(&aggregate, 1))
             .await
             .unwrap();
         commit(tx).await.unwrap();
@@ -804,4 +804,54 @@ async fn many_inbox_lookups_at_once_agree_with_one_at_a_time() {
         + 1;
     assert_eq!(held, want);
     assert!(s.contains_each(&[]).await.unwrap().is_empty());
+}
+
+/// The outbox keeps a message's order under its aggregate key header, else its id: the same
+/// rule as the SQLite outbox, and the key consumers order by, whether written one at a time,
+/// in a batch or to send after the commit.
+#[tokio::test]
+async fn the_outbox_orders_a_message_under_its_aggregate_key_header_else_its_id() {
+    let (_db, s) = fresh_store().await;
+    let keyed = || outgoing("o1", 1);
+    let bare = || {
+        let mut m = outgoing("o1", 1);
+        m.headers.clear();
+        m
+    };
+    let (one, one_bare) = (keyed(), bare());
+    let (batch, batch_bare) = (keyed(), bare());
+    let (to_send, to_send_bare) = (keyed(), bare());
+    let mut tx = s.begin().await.unwrap();
+    outbox::enqueue(&mut tx, s.prefix(), &one).await.unwrap();
+    outbox::enqueue(&mut tx, s.prefix(), &one_bare)
+        .await
+        .unwrap();
+    outbox::enqueue_batch(&mut tx, s.prefix(), &[batch.clone(), batch_bare.clone()])
+        .await
+        .unwrap();
+    let _leased = outbox::enqueue_to_send(
+        &mut tx,
+        s.prefix(),
+        &[to_send.clone(), to_send_bare.clone()],
+        "producer",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    commit(tx).await.unwrap();
+    for m in [one, batch, to_send] {
+        assert_eq!(key_of(&s, m.id).await, "order:o1");
+    }
+    for m in [one_bare, batch_bare, to_send_bare] {
+        assert_eq!(key_of(&s, m.id).await, m.id.to_string());
+        assert_eq!(m.aggregate_key(), m.id.to_string());
+    }
+}
+
+async fn key_of(s: &PgStore, id: MessageId) -> String {
+    sqlx::query_scalar("SELECT aggregate_key FROM postroom_outbox WHERE id = $1")
+        .bind(id.as_uuid())
+        .fetch_one(s.pool())
+        .await
+        .unwrap()
 }

@@ -66,6 +66,17 @@ fn kind_of_code(primary: i64) -> ErrorKind {
     }
 }
 
+/// Extension to map sqlx results.
+pub(crate) trait SqlxResultExt<T> {
+    fn db(self) -> postroom_core::Result<T>;
+}
+
+impl<T> SqlxResultExt<T> for Result<T, sqlx::Error> {
+    fn db(self) -> postroom_core::Result<T> {
+        self.map_err(map)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::kind_of_code;
@@ -103,16 +114,5 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(super::map(twice).kind(), ErrorKind::ConstraintViolation);
-    }
-}
-
-/// Extension to map sqlx results.
-pub(crate) trait SqlxResultExt<T> {
-    fn db(self) -> postroom_core::Result<T>;
-}
-
-impl<T> SqlxResultExt<T> for Result<T, sqlx::Error> {
-    fn db(self) -> postroom_core::Result<T> {
-        self.map_err(map)
     }
 }

@@ -3,25 +3,20 @@
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{from_ms, ms, now_ms};
-use postroom_core::message::headers as h;
 use postroom_core::{
     MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route, async_trait,
 };
 use sqlx::{Row, SqliteConnection};
 use std::time::Duration;
 
-/// Write `message` into the outbox inside the caller's transaction. The aggregate key
-/// (for per-aggregate ordering) is taken from the `x-aggregate-key` header, else the id.
+/// Write `message` into the outbox inside the caller's transaction. Its order is kept under
+/// [`OutgoingMessage::aggregate_key`] (the `x-aggregate-key` header, else the id).
 pub async fn enqueue(conn: &mut SqliteConnection, message: &OutgoingMessage) -> Result<()> {
     let (kind, route) = match &message.route {
         Route::Topic(t) => ("topic", t.as_str()),
         Route::Consumer(c) => ("consumer", c.as_str()),
     };
-    let key = message
-        .headers
-        .get(h::AGGREGATE_KEY)
-        .cloned()
-        .unwrap_or_else(|| message.id.to_string());
+    let key = message.aggregate_key();
     let now = now_ms();
     sqlx::query(
         "INSERT INTO postroom_outbox (message_id, route_kind, route, headers, body, aggregate_key, created_at, available_at)

@@ -60,3 +60,36 @@ async fn an_existing_database_keeps_its_mode() {
     assert_eq!(mode(&db), 0o640, "the owner's choice stands");
     assert_eq!(mode(&dir.path().join("shared.db-wal")), 0o640);
 }
+
+/// The outbox keeps a message's order under its aggregate key header, else its id: the same
+/// rule as the PostgreSQL outbox, and the key consumers order by.
+#[tokio::test]
+async fn the_outbox_orders_a_message_under_its_aggregate_key_header_else_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("k.db")).await.unwrap();
+    let env = Envelope::builder("order.created", "t")
+        .aggregate("order", "o1", 1)
+        .build();
+    let keyed = OutgoingMessage::from_envelope(&env, "order.created");
+    let mut bare = OutgoingMessage::from_envelope(&env, "order.created");
+    bare.id = postroom_core::MessageId::new();
+    bare.headers.clear();
+    let mut tx = store.begin().await.unwrap();
+    for m in [&keyed, &bare] {
+        outbox::enqueue(&mut tx, m).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    for (m, want) in [
+        (&keyed, "order:o1".to_string()),
+        (&bare, bare.id.to_string()),
+    ] {
+        let key: String =
+            sqlx::query_scalar("SELECT aggregate_key FROM postroom_outbox WHERE message_id = ?")
+                .bind(m.id.to_string())
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(key, want);
+        assert_eq!(m.aggregate_key(), want);
+    }
+}

@@ -186,9 +186,9 @@ async fn producer_and_consumer_services_on_postgres_and_rabbitmq_apply_each_mess
     assert_eq!(consumer_running.consumer_names(), vec!["inventory"]);
 
     for i in 1..=20 {
-        let (env, msg) = envelope(&format!("o-{i}"), i);
+        let (_, msg) = envelope(&format!("o-{i}"), i);
         let mut tx = store.begin().await.unwrap();
-        postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &msg, &env.aggregate.key())
+        postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &msg)
             .await
             .unwrap();
         postroom_postgres::commit(tx).await.unwrap();

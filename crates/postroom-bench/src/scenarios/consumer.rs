@@ -31,7 +31,7 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
 
 /// Put `n` fresh messages (new ids) into the work queue.
 pub async fn fill_queue(w: &Workload, n: usize, bytes: usize) -> Result<(), BenchError> {
-    publish_to_queue(w, &payload::outgoing(0, n, bytes)).await
+    publish_to_queue(w, &payload::messages(0, n, bytes)).await
 }
 
 /// Publish `msgs` through the work exchange on a raw confirm channel, 500 in flight.

@@ -89,7 +89,7 @@ async fn postroom_round(
     bytes: usize,
 ) -> Result<f64, BenchError> {
     let queue = store.queue();
-    for chunk in payload::outgoing(0, n, bytes).chunks(1000) {
+    for chunk in payload::messages(0, n, bytes).chunks(1000) {
         for r in queue.publish_batch(chunk).await {
             r.ctx("filling the embedded queue")?;
         }
@@ -120,7 +120,7 @@ async fn raw_round(
     prefetch: usize,
     bytes: usize,
 ) -> Result<f64, BenchError> {
-    let msgs = payload::outgoing(0, n, bytes);
+    let msgs = payload::messages(0, n, bytes);
     for chunk in msgs.chunks(1000) {
         let mut tx = store.begin().await.ctx("begin")?;
         for m in chunk {

@@ -95,7 +95,7 @@ async fn postroom_round(
         .execute(store.pool())
         .await
         .ctx("emptying")?;
-    let msgs = payload::outgoing(0, n, bytes);
+    let msgs = payload::messages(0, n, bytes);
     for chunk in msgs.chunks(1000) {
         let mut tx = store.begin().await.ctx("begin")?;
         for m in chunk {
@@ -143,13 +143,13 @@ async fn raw_round(
     let msgs = payload::messages(0, n, bytes);
     for chunk in msgs.chunks(1000) {
         let mut tx = store.begin().await.ctx("begin")?;
-        for (m, key) in chunk {
+        for m in chunk {
             sqlx::query("INSERT INTO raw_outbox (message_id, route, headers, body, aggregate_key) VALUES (?, ?, ?, ?, ?)")
                 .bind(m.id.to_string())
                 .bind(m.route.as_str())
                 .bind(serde_json::to_string(&m.headers).unwrap_or_default())
                 .bind(&m.body)
-                .bind(key)
+                .bind(m.aggregate_key())
                 .execute(&mut *tx)
                 .await
                 .ctx("raw fill")?;

@@ -36,7 +36,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let stages = ladder.len();
     let w = Workload::create(&ctx.endpoints, "hotloop", &ladder.to_string()).await?;
     let ch = w.raw_confirm_channel().await?;
-    w.raw_publish(&ch, &payload::outgoing(0, messages, a.payload_bytes), 500)
+    w.raw_publish(&ch, &payload::messages(0, messages, a.payload_bytes), 500)
         .await?;
     let _ = ch.close(200, "filled").await;
 

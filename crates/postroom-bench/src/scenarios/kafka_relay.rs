@@ -38,7 +38,7 @@ impl RawRelay for Workload {
             .collect::<Result<Vec<_>, _>>()?;
         // Connected (and given a producer id) before the clock starts, like postroom's producer.
         for p in &producers {
-            self.raw_publish(p, &payload::outgoing(load.n, 1, load.bytes), 1)
+            self.raw_publish(p, &payload::messages(load.n, 1, load.bytes), 1)
                 .await?;
         }
         Ok(producers)

@@ -147,14 +147,14 @@ async fn postroom_path(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut tick = tokio::time::interval(interval);
     let mut producers = Vec::with_capacity(total);
-    for (m, key) in payload::messages(0, total, a.payload_bytes) {
+    for m in payload::messages(0, total, a.payload_bytes) {
         tick.tick().await;
         let (store, sent, sender) = (store.clone(), sent.clone(), sender.clone());
         producers.push(tokio::spawn(async move {
             let mut tx = store.begin().await.ctx("begin")?;
             let id = m.id;
             let to_send = if send_after_commit {
-                let rows = [(m, key)];
+                let rows = [m];
                 let lease = Duration::from_secs(30);
                 let to_send = outbox::enqueue_to_send(
                     &mut tx,
@@ -167,7 +167,7 @@ async fn postroom_path(
                 .ctx("enqueue to send")?;
                 Some(to_send)
             } else {
-                outbox::enqueue(&mut tx, store.prefix(), &m, &key)
+                outbox::enqueue(&mut tx, store.prefix(), &m)
                     .await
                     .ctx("enqueue")?;
                 None
@@ -230,7 +230,7 @@ async fn raw_path(
     });
     let pch = w.raw_confirm_channel().await?;
     let mut tick = tokio::time::interval(interval);
-    for m in payload::outgoing(0, total, bytes) {
+    for m in payload::messages(0, total, bytes) {
         tick.tick().await;
         sent.lock().expect("sent").insert(m.id, Instant::now());
         raw_publish(&pch, &w.config.exchange, std::slice::from_ref(&m), 1).await?;

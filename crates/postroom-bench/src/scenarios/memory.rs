@@ -45,7 +45,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let missing = backlog.saturating_sub(relay.processed);
     let ch = w.raw_confirm_channel().await?;
     for from in (0..missing).step_by(10_000) {
-        let part = payload::outgoing(from, 10_000.min(missing - from), a.payload_bytes);
+        let part = payload::messages(from, 10_000.min(missing - from), a.payload_bytes);
         w.raw_publish(&ch, &part, 1000).await?;
     }
     let _ = ch.close(200, "filled").await;

@@ -82,7 +82,7 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
     let started = Instant::now();
     let per_slice = (a.retry_rate / 10.0).max(1.0);
     let ch = w.raw_confirm_channel().await?;
-    let msgs = payload::outgoing(0, messages, a.payload_bytes);
+    let msgs = payload::messages(0, messages, a.payload_bytes);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut sent = 0usize;
     while sent < messages {

@@ -51,13 +51,8 @@ impl SqlStore for PgStore {
         inbox::claim(conn, self.prefix(), consumer, id).await
     }
 
-    async fn enqueue(
-        &self,
-        conn: &mut PgConnection,
-        message: &OutgoingMessage,
-        key: &str,
-    ) -> Result<()> {
-        outbox::enqueue(conn, self.prefix(), message, key).await
+    async fn enqueue(&self, conn: &mut PgConnection, message: &OutgoingMessage) -> Result<()> {
+        outbox::enqueue(conn, self.prefix(), message).await
     }
 
     fn db_error(e: sqlx::Error) -> Error {

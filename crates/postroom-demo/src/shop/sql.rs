@@ -69,12 +69,11 @@ pub trait SqlStore: Clone + Send + Sync + 'static {
         consumer: &str,
         id: MessageId,
     ) -> Result<bool>;
-    /// Write `message` to the outbox under the aggregate `key`.
+    /// Write `message` to the outbox (ordered under its aggregate key header, else its id).
     async fn enqueue(
         &self,
         conn: &mut <Self::Db as Database>::Connection,
         message: &OutgoingMessage,
-        key: &str,
     ) -> Result<()>;
     /// Map a driver error into postroom's classes.
     fn db_error(e: sqlx::Error) -> Error;
@@ -199,9 +198,7 @@ where
                 .await
                 .map_err(db)?;
                 let msg = OutgoingMessage::from_envelope(e, e.message_type.clone());
-                self.store
-                    .enqueue(&mut tx, &msg, &e.aggregate.key())
-                    .await?;
+                self.store.enqueue(&mut tx, &msg).await?;
                 ids.push(e.id);
             }
         }
@@ -217,7 +214,7 @@ where
                 .execute(&mut *tx)
                 .await
                 .map_err(S::db_error)?;
-            self.store.enqueue(&mut tx, m, &m.id.to_string()).await?;
+            self.store.enqueue(&mut tx, m).await?;
         }
         self.store.commit(tx).await
     }
@@ -495,9 +492,7 @@ where
                         .build();
                     let msg =
                         OutgoingMessage::from_envelope(&rejected, "inventory.reservation_rejected");
-                    self.store
-                        .enqueue(&mut *tx, &msg, &rejected.aggregate.key())
-                        .await?;
+                    self.store.enqueue(&mut *tx, &msg).await?;
                     effect::<S>(&mut *tx, INVENTORY, env, &order_id, "rejected").await?;
                     InventoryResult::Rejected
                 } else {

@@ -53,13 +53,7 @@ impl SqlStore for SqliteStore {
         inbox::claim(conn, consumer, id).await
     }
 
-    /// The SQLite outbox reads the aggregate key from the message's headers.
-    async fn enqueue(
-        &self,
-        conn: &mut SqliteConnection,
-        message: &OutgoingMessage,
-        _key: &str,
-    ) -> Result<()> {
+    async fn enqueue(&self, conn: &mut SqliteConnection, message: &OutgoingMessage) -> Result<()> {
         outbox::enqueue(conn, message).await
     }
 

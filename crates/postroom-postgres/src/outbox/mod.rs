@@ -35,8 +35,8 @@ pub const LOCK_SLOTS: i32 = 1024;
 
 /// Write the outbox row for `msg` in the caller's transaction (pass `&mut *tx`).
 ///
-/// `aggregate_key` orders rows: rows with the same key are published in the order they were
-/// enqueued. To make that order the commit order, the insert takes a transaction-scoped
+/// Rows are ordered by [`OutgoingMessage::aggregate_key`] (the `x-aggregate-key` header, else
+/// the id), as on SQLite: rows with the same key are published in the order they were enqueued. To make that order the commit order, the insert takes a transaction-scoped
 /// advisory lock on the key, so two transactions writing the same aggregate at once commit
 /// their outbox rows one after the other (they normally already do, through the business row).
 /// Keys share [`LOCK_SLOTS`] locks, so that a transaction writing rows for many aggregates
@@ -45,7 +45,6 @@ pub async fn enqueue(
     conn: &mut PgConnection,
     prefix: &TablePrefix,
     msg: &OutgoingMessage,
-    aggregate_key: &str,
 ) -> Result<()> {
     let (kind, route) = route_parts(&msg.route);
     let sql = format!(
@@ -56,7 +55,7 @@ pub async fn enqueue(
     );
     sqlx::query(&sql)
         .bind(msg.id.as_uuid())
-        .bind(aggregate_key)
+        .bind(msg.aggregate_key())
         .bind(kind)
         .bind(route)
         .bind(Json(&msg.headers))
@@ -72,7 +71,7 @@ pub async fn enqueue(
 pub async fn enqueue_batch(
     conn: &mut PgConnection,
     prefix: &TablePrefix,
-    msgs: &[(OutgoingMessage, String)],
+    msgs: &[OutgoingMessage],
 ) -> Result<()> {
     insert_batch(conn, prefix, msgs, false).await
 }
@@ -82,7 +81,7 @@ pub async fn enqueue_batch(
 async fn insert_batch(
     conn: &mut PgConnection,
     prefix: &TablePrefix,
-    msgs: &[(OutgoingMessage, String)],
+    msgs: &[OutgoingMessage],
     quiet: bool,
 ) -> Result<()> {
     if msgs.is_empty() {
@@ -95,7 +94,8 @@ async fn insert_batch(
     } else {
         "''"
     };
-    let mut keys: Vec<&str> = msgs.iter().map(|(_, k)| k.as_str()).collect();
+    let aggs: Vec<String> = msgs.iter().map(OutgoingMessage::aggregate_key).collect();
+    let mut keys: Vec<&str> = aggs.iter().map(String::as_str).collect();
     keys.sort_unstable();
     keys.dedup();
     let sql = format!(
@@ -108,12 +108,10 @@ async fn insert_batch(
         slots = LOCK_SLOTS - 1
     );
     let mut ids = Vec::with_capacity(msgs.len());
-    let (mut aggs, mut kinds, mut routes, mut headers, mut bodies) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    for (m, k) in msgs {
+    let (mut kinds, mut routes, mut headers, mut bodies) = (vec![], vec![], vec![], vec![]);
+    for m in msgs {
         let (kind, route) = route_parts(&m.route);
         ids.push(m.id.as_uuid());
-        aggs.push(k.as_str());
         kinds.push(kind);
         routes.push(route);
         headers.push(Json(&m.headers));
@@ -121,7 +119,7 @@ async fn insert_batch(
     }
     let mut q = sqlx::query(&sql)
         .bind(ids)
-        .bind(aggs)
+        .bind(&aggs[..])
         .bind(kinds)
         .bind(routes)
         .bind(headers)

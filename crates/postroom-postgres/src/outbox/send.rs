@@ -23,13 +23,13 @@ use sqlx::PgConnection;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// Write `msgs` (each with its aggregate key) into the outbox in the caller's transaction
+/// Write `msgs` (each ordered under its [`OutgoingMessage::aggregate_key`]) into the outbox in the caller's transaction
 /// (pass `&mut *tx`), and lease to `owner` for `lease` those that are their aggregate's
 /// earliest unpublished row. Send them with [`OutboxSender::send`](postroom_core::relay::OutboxSender::send) after the commit.
 pub async fn enqueue_to_send(
     conn: &mut PgConnection,
     prefix: &TablePrefix,
-    msgs: &[(OutgoingMessage, String)],
+    msgs: &[OutgoingMessage],
     owner: &str,
     lease: Duration,
 ) -> Result<ToSend> {
@@ -58,7 +58,7 @@ pub async fn enqueue_to_send(
          LEFT JOIN u ON true",
         p = prefix
     );
-    let ids: Vec<uuid::Uuid> = msgs.iter().map(|(m, _)| m.id.as_uuid()).collect();
+    let ids: Vec<uuid::Uuid> = msgs.iter().map(|m| m.id.as_uuid()).collect();
     // `done` is returned so that the statement computes it (the reset and the notification).
     let leased: HashSet<uuid::Uuid> = sqlx::query_as::<_, (Option<uuid::Uuid>, i64)>(&sql)
         .bind(ids)
@@ -73,8 +73,8 @@ pub async fn enqueue_to_send(
         .collect();
     let messages = msgs
         .iter()
-        .filter(|(m, _)| leased.contains(&m.id.as_uuid()))
-        .map(|(m, _)| m.clone())
+        .filter(|m| leased.contains(&m.id.as_uuid()))
+        .cloned()
         .collect();
     Ok(ToSend::new(owner, messages))
 }

@@ -28,12 +28,8 @@ pub fn order(id: &str, version: u64) -> Envelope {
 
 /// An outbox row for version `version` of order `id`, routed to the topic `orders`, with its
 /// aggregate key.
-pub fn outgoing(id: &str, version: u64) -> (postroom_core::OutgoingMessage, String) {
-    let env = order(id, version);
-    (
-        postroom_core::OutgoingMessage::from_envelope(&env, "orders"),
-        env.aggregate.key(),
-    )
+pub fn outgoing(id: &str, version: u64) -> postroom_core::OutgoingMessage {
+    postroom_core::OutgoingMessage::from_envelope(&order(id, version), "orders")
 }
 
 /// A handler that always returns the same result and records the ids it saw.

@@ -74,13 +74,7 @@ impl StoreFixture for PgFixture {
         .await
         .map_err(map_error)?;
         let msg = OutgoingMessage::from_envelope(envelope, topic);
-        outbox::enqueue(
-            &mut tx,
-            self.store.prefix(),
-            &msg,
-            &envelope.aggregate.key(),
-        )
-        .await?;
+        outbox::enqueue(&mut tx, self.store.prefix(), &msg).await?;
         commit(tx).await
     }
 

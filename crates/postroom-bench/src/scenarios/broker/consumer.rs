@@ -77,7 +77,7 @@ pub async fn run<W: RawConsumer>(
         Some(W::create(ctx, "consumer").await?)
     };
     let messages = async |w: &W| {
-        let msgs = payload::outgoing(0, load.n, a.payload_bytes);
+        let msgs = payload::messages(0, load.n, a.payload_bytes);
         w.fill(&msgs, load.prefetch).await
     };
     let (ours, raw) = alternate(

@@ -199,7 +199,7 @@ async fn postroom_round<W: RawRelay>(
 
 /// Time the raw senders publishing the same payloads, the messages shared out among them.
 async fn raw_round<W: RawRelay>(w: &W, load: &RelayLoad) -> Result<f64, BenchError> {
-    let msgs = payload::outgoing(0, load.n, load.bytes);
+    let msgs = payload::messages(0, load.n, load.bytes);
     let senders = w.raw_senders(load).await?;
     let share = load.n.div_ceil(load.relays);
     let started = Instant::now();
@@ -224,7 +224,7 @@ async fn raw_round<W: RawRelay>(w: &W, load: &RelayLoad) -> Result<f64, BenchErr
 pub async fn fill_outbox(
     store: &PgStore,
     n: usize,
-    make: impl Fn(usize) -> (OutgoingMessage, String),
+    make: impl Fn(usize) -> OutgoingMessage,
 ) -> Result<(), BenchError> {
     sqlx::query("TRUNCATE postroom_outbox")
         .execute(store.pool())

@@ -64,22 +64,22 @@ impl Mix {
         (0..self.n).filter(|i| self.kind(*i) == kind).count()
     }
 
-    /// Message `i` of `bytes` bytes with its aggregate key (fresh ids on every call); an
+    /// Message `i` of `bytes` bytes (fresh ids on every call); an
     /// undecodable one carries bytes no decoder accepts.
     #[must_use]
-    pub fn message(&self, i: usize, bytes: usize) -> (OutgoingMessage, String) {
-        let (mut m, key) = payload::message(i, bytes);
+    pub fn message(&self, i: usize, bytes: usize) -> OutgoingMessage {
+        let mut m = payload::message(i, bytes);
         if self.kind(i) == Kind::Undecodable {
             let mut body = b"\xffnot an envelope ".to_vec();
             body.resize(m.body.len().max(body.len()), b'x');
             m.body = body;
         }
-        (m, key)
+        m
     }
 
     /// All `n` messages.
     #[must_use]
-    pub fn messages(&self, bytes: usize) -> Vec<(OutgoingMessage, String)> {
+    pub fn messages(&self, bytes: usize) -> Vec<OutgoingMessage> {
         (0..self.n).map(|i| self.message(i, bytes)).collect()
     }
 }
@@ -206,7 +206,7 @@ mod tests {
         let i = (0..200)
             .find(|i| mix.kind(*i) == Kind::Undecodable)
             .unwrap();
-        let (m, _) = mix.message(i, 512);
+        let m = mix.message(i, 512);
         assert!(m.body.len() >= 500);
         assert!(serde_json::from_slice::<serde_json::Value>(&m.body).is_err());
     }

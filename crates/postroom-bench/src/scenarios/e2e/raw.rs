@@ -141,7 +141,7 @@ pub async fn round(
     let messages: Vec<_> = mix
         .messages(bytes)
         .into_iter()
-        .map(|(mut m, _)| {
+        .map(|mut m| {
             m.route = Route::Topic(q.work.clone());
             m
         })

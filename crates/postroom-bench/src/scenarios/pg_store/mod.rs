@@ -38,7 +38,7 @@ pub async fn store(ctx: &Ctx, conns: u32) -> Result<PgStore, BenchError> {
 
 /// The scenario's messages `0..n`.
 #[must_use]
-pub fn messages(ctx: &Ctx, n: usize) -> Vec<(OutgoingMessage, String)> {
+pub fn messages(ctx: &Ctx, n: usize) -> Vec<OutgoingMessage> {
     let (bytes, aggregates) = (ctx.args.payload_bytes, ctx.args.aggregates());
     (0..n)
         .map(|i| payload::message_over(i, bytes, aggregates))
@@ -62,16 +62,13 @@ pub struct Columns {
 impl Columns {
     /// The columns of `chunk`.
     #[must_use]
-    pub fn of(chunk: &[(OutgoingMessage, String)]) -> Self {
+    pub fn of(chunk: &[OutgoingMessage]) -> Self {
         Self {
-            ids: chunk.iter().map(|(m, _)| m.id.as_uuid()).collect(),
-            keys: chunk.iter().map(|(_, k)| k.clone()).collect(),
-            routes: chunk
-                .iter()
-                .map(|(m, _)| m.route.as_str().to_string())
-                .collect(),
-            headers: chunk.iter().map(|(m, _)| Json(m.headers.clone())).collect(),
-            bodies: chunk.iter().map(|(m, _)| m.body.clone()).collect(),
+            ids: chunk.iter().map(|m| m.id.as_uuid()).collect(),
+            keys: chunk.iter().map(OutgoingMessage::aggregate_key).collect(),
+            routes: chunk.iter().map(|m| m.route.as_str().to_string()).collect(),
+            headers: chunk.iter().map(|m| Json(m.headers.clone())).collect(),
+            bodies: chunk.iter().map(|m| m.body.clone()).collect(),
         }
     }
 }

@@ -43,7 +43,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
 async fn round(
     store: &PgStore,
     conns: u32,
-    msgs: &Arc<Vec<(OutgoingMessage, String)>>,
+    msgs: &Arc<Vec<OutgoingMessage>>,
     per_tx: usize,
 ) -> Result<f64, BenchError> {
     let started = Instant::now();
@@ -59,8 +59,8 @@ async fn round(
                     .collect();
                 for chunk in mine.chunks(per_tx) {
                     let mut tx = store.begin().await.ctx("begin")?;
-                    if let [(m, key)] = chunk {
-                        outbox::enqueue(&mut tx, store.prefix(), m, key)
+                    if let [m] = chunk {
+                        outbox::enqueue(&mut tx, store.prefix(), m)
                             .await
                             .ctx("enqueue")?;
                     } else {

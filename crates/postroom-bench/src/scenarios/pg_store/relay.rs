@@ -71,7 +71,7 @@ async fn postroom_round(
     store: &PgStore,
     conns: u32,
     batch: usize,
-    msgs: &[(OutgoingMessage, String)],
+    msgs: &[OutgoingMessage],
 ) -> Result<f64, BenchError> {
     let n = msgs.len();
     fill_outbox(store, n, |i| msgs[i].clone()).await?;
@@ -118,7 +118,7 @@ async fn raw_round(
     store: &PgStore,
     conns: u32,
     batch: usize,
-    msgs: &[(OutgoingMessage, String)],
+    msgs: &[OutgoingMessage],
 ) -> Result<f64, BenchError> {
     let pool = store.pool().clone();
     sqlx::query("TRUNCATE raw_outbox")
