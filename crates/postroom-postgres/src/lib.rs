@@ -140,6 +140,22 @@ pub struct PgStore {
     prefix: TablePrefix,
 }
 
+/// How often the server checks, while it runs a statement, that the client is still there:
+/// a process killed in the middle of a statement (a relay claiming rows, a handler's
+/// transaction) otherwise leaves the statement running, and holding its row locks, until it
+/// ends by itself: another relay then skips those rows (`SKIP LOCKED`) for as long.
+pub const CLIENT_CHECK_INTERVAL: &str = "1s";
+
+/// Set [`CLIENT_CHECK_INTERVAL`] on a new connection. A server older than PostgreSQL 14 does
+/// not have the setting: the connection is used without it.
+async fn watch_the_client(conn: &mut sqlx::PgConnection) -> std::result::Result<(), sqlx::Error> {
+    let set = format!("SET client_connection_check_interval = '{CLIENT_CHECK_INTERVAL}'");
+    if let Err(e) = sqlx::query(&set).execute(conn).await {
+        tracing::debug!(error = %e, "client_connection_check_interval not set");
+    }
+    Ok(())
+}
+
 impl PgStore {
     /// Connect to `url` with the default settings ([`PgOptions::default`]: prefix
     /// `postroom_`, the server's default schema, a pool of 10 connections).
@@ -171,6 +187,7 @@ impl PgStore {
             .max_connections(options.max_connections)
             .min_connections(options.min_connections)
             .acquire_timeout(options.acquire_timeout)
+            .after_connect(|conn, _| Box::pin(watch_the_client(conn)))
             .connect_with(connect.clone())
             .await;
         match pool {
@@ -183,7 +200,8 @@ impl PgStore {
     }
 
     /// Use an existing pool and prefix: any pool built with `sqlx::postgres::PgPoolOptions`
-    /// (set `search_path` in its connect options to keep the tables in a schema).
+    /// (set `search_path` in its connect options to keep the tables in a schema; set
+    /// `client_connection_check_interval` as [`connect_with`](Self::connect_with) does).
     #[must_use]
     pub fn from_pool(pool: PgPool, prefix: TablePrefix) -> Self {
         Self { pool, prefix }

@@ -148,3 +148,77 @@ async fn a_missing_database_or_role_at_start_up_is_a_configuration_error() {
     assert_eq!(e.kind(), postroom_core::ErrorKind::Config, "{e}");
     assert!(e.to_string().contains("postroom_no_such_role"), "{e}");
 }
+
+const HOLDER_URL: &str = "POSTROOM_LOCK_HOLDER_URL";
+
+/// A process killed in the middle of a statement leaves no row locked behind it for long:
+/// the server notices within a second or two that the client is gone and ends the
+/// statement. Without that, another relay skips the rows the dead one was claiming for as
+/// long as its statement runs. The holder is this test binary, re-run with this test alone
+/// and the database URL in the environment: it locks the row, then runs a minute-long
+/// statement, and is killed with SIGKILL.
+#[tokio::test]
+async fn a_killed_clients_statement_does_not_keep_its_row_locks() {
+    if let Ok(url) = std::env::var(HOLDER_URL) {
+        let store = PgStore::connect(&url).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        sqlx::query("SELECT id FROM held WHERE id = 1 FOR UPDATE")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let _ = sqlx::query("SELECT pg_sleep(60)").execute(&mut *tx).await;
+        return;
+    }
+    let db = TestDb::create().await;
+    let pool = db.pool(2).await;
+    sqlx::query("CREATE TABLE held (id int PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO held VALUES (1)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_killed_clients_statement_does_not_keep_its_row_locks",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(HOLDER_URL, &db.url)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let free = async || {
+        let mut tx = pool.begin().await.unwrap();
+        let got = sqlx::query("SELECT id FROM held WHERE id = 1 FOR UPDATE NOWAIT")
+            .execute(&mut *tx)
+            .await
+            .is_ok();
+        tx.rollback().await.unwrap();
+        got
+    };
+    postroom_testkit::wait::until(
+        std::time::Duration::from_secs(30),
+        "the holder to lock the row and sleep",
+        async || {
+            !free().await
+                && sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' AND state = 'active' AND datname = current_database()",
+                )
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                    == 1
+        },
+    )
+    .await;
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    postroom_testkit::wait::until(
+        std::time::Duration::from_secs(10),
+        "the killed holder's row lock to go (its statement would run for a minute)",
+        async || free().await,
+    )
+    .await;
+}
