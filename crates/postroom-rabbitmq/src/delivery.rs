@@ -1,7 +1,6 @@
-//! One RabbitMQ delivery and its settling acts: ack after commit; retry by publishing a
-//! confirmed copy to the delay stage before acking (ack+publish) or by rejecting into the
-//! dead-letter loop (reject+DLX); park by publishing a confirmed copy with diagnostics to
-//! the parking queue before acking. A failed act hands the delivery back unacked and asks
+//! One RabbitMQ delivery and its settling acts: ack after commit; retry (the two styles are
+//! in [`retry`](crate::retry)); park by publishing a confirmed copy with diagnostics to the
+//! parking queue before acking. A failed act hands the delivery back unacked and asks
 //! for the consumer channel to be rebuilt, so the broker redelivers it.
 
 use crate::config::RetryStyle;
@@ -9,10 +8,9 @@ use crate::error::amqp;
 use crate::naming::{ConsumerNames, PARKING_KEY};
 use crate::publisher::{ConfirmingPublisher, Outbound};
 use lapin::acker::Acker;
-use lapin::options::{BasicAckOptions, BasicRejectOptions};
+use lapin::options::BasicAckOptions;
 use postroom_core::failpoint;
 use postroom_core::parking::codec::to_headers;
-use postroom_core::retry::retry_headers;
 use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, Error, ErrorKind, MessageId, ParkedMessage, ReceivedMessage, RetryPlan,
@@ -43,7 +41,7 @@ impl DeliveryContext {
     /// Run an ack or a reject, bounded: by the broker's confirm timeout, and by a short grace
     /// once the link began to close. Unanswered, the delivery is handed back; its channel
     /// goes away with the link, so the broker delivers it again.
-    async fn settle_act(
+    pub(crate) async fn settle_act(
         &self,
         what: &str,
         act: impl std::future::Future<Output = Result<(), lapin::Error>>,
@@ -123,11 +121,11 @@ pub struct RabbitDelivery {
 }
 
 impl RabbitDelivery {
-    fn id(&self) -> MessageId {
+    pub(crate) fn id(&self) -> MessageId {
         self.message.stable_id()
     }
 
-    fn fail(self, e: Error) -> Handback<Self> {
+    pub(crate) fn fail(self, e: Error) -> Handback<Self> {
         self.ctx.rebuild.store(true, Ordering::SeqCst);
         (e, self)
     }
@@ -143,7 +141,7 @@ impl RabbitDelivery {
         }
     }
 
-    async fn ack_inner(self) -> Result<(), Handback<Self>> {
+    pub(crate) async fn ack_inner(self) -> Result<(), Handback<Self>> {
         if let Err(e) = self.check_alive() {
             return Err((e, self));
         }
@@ -162,7 +160,7 @@ impl RabbitDelivery {
     }
 
     /// The broker took this delivery's ack or reject.
-    fn settled(&self) {
+    pub(crate) fn settled(&self) {
         self.channel.tags().remove(&self.tag);
         self.ctx.settled_ok.store(true, Ordering::SeqCst);
     }
@@ -264,53 +262,8 @@ impl Delivery for RabbitDelivery {
             return Err((e, self));
         }
         match self.ctx.style {
-            RetryStyle::AckPublish => {
-                let headers = retry_headers(&self.message, plan);
-                let key = ConsumerNames::stage_key(plan.stage_delay);
-                let sent = self
-                    .ctx
-                    .publisher
-                    .send(Outbound {
-                        exchange: &self.ctx.names.retry_exchange,
-                        routing_key: &key,
-                        id: self.id(),
-                        headers: &headers,
-                        body: &self.message.body,
-                    })
-                    .await;
-                match sent {
-                    // The copy is confirmed and routed: only now the original may go.
-                    Ok(()) => {
-                        failpoint::hit(failpoint::RETRY_BEFORE_ACK, &self.ctx.names.consumer).await;
-                        self.ack_inner().await
-                    }
-                    Err(e) => {
-                        if e.kind() == ErrorKind::Closed {
-                            tracing::warn!(error = %e, stage = %key, "retry publish not made, the link was closed: original not acked");
-                        } else {
-                            tracing::error!(error = %e, stage = %key, "retry publish failed: original not acked, channel to be rebuilt");
-                        }
-                        Err(self.fail(e))
-                    }
-                }
-            }
-            RetryStyle::RejectDlx => {
-                let rejected = self
-                    .ctx
-                    .settle_act(
-                        "reject into the retry loop",
-                        self.acker.reject(BasicRejectOptions { requeue: false }),
-                    )
-                    .await;
-                match rejected {
-                    // The work queue's policy dead-letters it (at least once) into the delay stage.
-                    Ok(()) => {
-                        self.settled();
-                        Ok(())
-                    }
-                    Err(e) => Err(self.fail(e)),
-                }
-            }
+            RetryStyle::AckPublish => crate::retry::publish_then_ack(self, plan).await,
+            RetryStyle::RejectDlx => crate::retry::reject_into_loop(self).await,
         }
     }
 

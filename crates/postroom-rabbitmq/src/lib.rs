@@ -74,6 +74,7 @@ pub mod management;
 pub mod naming;
 pub mod pipeline;
 pub mod publisher;
+mod retry;
 pub mod stats;
 pub mod subscriber;
 pub mod tls;

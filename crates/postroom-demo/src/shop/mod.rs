@@ -3,8 +3,8 @@
 //! The orders service writes an order and its `order.created` event (and sometimes a later
 //! `order.cancelled`, aggregate version 2) through the outbox; the inventory service reserves
 //! or releases stock through its inbox, in one transaction, guarded by the aggregate version
-//! (R13: apply in order, ack duplicates, defer gaps); out of stock is a business outcome,
-//! `inventory.reservation_rejected`, published through the inventory service's own outbox and
+//! (applied in version order: a duplicate is acked, a gap is deferred); out of stock is a
+//! business outcome, `inventory.reservation_rejected`, published through the inventory service's own outbox and
 //! applied by the orders service. Every applied effect is recorded, so the checks at the end
 //! read facts from the database, never from counters in memory.
 //!
@@ -140,7 +140,8 @@ pub struct ShopFacts {
 pub trait ShopDb: Send + Sync + 'static {
     /// Create the business tables if needed and empty them; set the stock.
     async fn reset(&self) -> Result<()>;
-    /// Write orders and their outbox rows, one transaction for the batch (R2).
+    /// Write orders and their outbox rows, one transaction for the batch (the
+    /// business rows and their events commit together or not at all).
     async fn create_orders(&self, orders: &[NewOrder], producer: &str) -> Result<Vec<MessageId>>;
     /// Write poison messages into the outbox (recorded as produced).
     async fn enqueue_poison(&self, messages: &[OutgoingMessage]) -> Result<()>;

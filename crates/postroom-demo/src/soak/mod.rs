@@ -1,4 +1,5 @@
-//! `postroom soak`: the whole pipeline while processes die at random (R19 at scale).
+//! `postroom soak`: the whole pipeline while processes die at random: at-least-once delivery
+//! with exactly one effect per message, shown at scale.
 //!
 //! A producer writes orders through the outbox; relays and consumers run as separate OS
 //! processes; every `--kill-every` seconds a random relay or consumer is killed with SIGKILL
