@@ -1,5 +1,5 @@
-//! The short soak on PostgreSQL + SQS (the local endpoint): 3,000 messages written at a steady
-//! 25 a second, relays and consumers in processes of their own, one of them killed with SIGKILL
+//! The short soak on PostgreSQL + SQS (the local endpoint): 2,000 messages written at a steady
+//! 20 a second, relays and consumers in processes of their own, one of them killed with SIGKILL
 //! every 3 s.
 //!
 //! The soak's own bound (420 s) is well inside the test runner's (600 s): a run that does not
@@ -9,6 +9,9 @@
 //! The rate is the local endpoint's, not postroom's: moto scans a queue's every message on each
 //! receive, so a backlog of thousands of messages slows it to a few receives a second; a
 //! producer that writes as fast as it can would measure moto. AWS itself has no such limit.
+//! At 25 a second the run usually settled in about 130 s, but once in a whole-suite run on a
+//! slower machine moto fell behind early and never caught up (each receive, delete and
+//! visibility change slower as the backlog grew): the rate leaves moto more room.
 
 mod common;
 
@@ -24,9 +27,9 @@ async fn soak_on_postgres_and_sqs_with_kills() {
         &[
             "soak",
             "--messages",
-            "3000",
+            "2000",
             "--rate",
-            "25",
+            "20",
             "--kill-every",
             "3",
             "--database",
@@ -43,7 +46,7 @@ async fn soak_on_postgres_and_sqs_with_kills() {
         "s.json",
     )
     .await;
-    assert_eq!(r["messages"], 3000, "{r}");
+    assert_eq!(r["messages"], 2000, "{r}");
     assert_eq!(r["lost"], 0, "{r}");
     assert_eq!(r["duplicate_effects"], 0, "{r}");
     assert_eq!(r["order_violations"], 0, "{r}");
