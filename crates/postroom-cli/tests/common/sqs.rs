@@ -13,9 +13,12 @@ fn region() -> String {
 
 /// The test endpoint as an `sqs://` URL with its region.
 pub fn url() -> String {
-    let http =
-        std::env::var("POSTROOM_TEST_SQS").unwrap_or_else(|_| "http://127.0.0.1:5000".into());
-    let (scheme, rest) = http.split_once("://").expect("POSTROOM_TEST_SQS is a URL");
+    url_for(&std::env::var("POSTROOM_TEST_SQS").unwrap_or_else(|_| "http://127.0.0.1:5000".into()))
+}
+
+/// The endpoint at `http` (an `http://` or `https://` URL) as an `sqs://` URL with its region.
+pub fn url_for(http: &str) -> String {
+    let (scheme, rest) = http.split_once("://").expect("the endpoint is a URL");
     let tls = if scheme == "https" {
         "&tls=true"
     } else {
