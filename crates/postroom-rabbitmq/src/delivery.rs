@@ -159,6 +159,33 @@ impl RabbitDelivery {
         }
     }
 
+    /// Finish a copy-then-ack act once the copy's publish (`sent`: a retry's copy or a
+    /// parking record, under routing key `key`) has an answer: only a copy the broker confirmed
+    /// and routed lets this delivery be acked; a copy not made leaves it unacked (the broker
+    /// delivers it again) and the channel to be rebuilt.
+    pub(crate) async fn ack_after_copy(
+        self,
+        sent: Result<(), Error>,
+        before_ack: &'static str,
+        what: &str,
+        key: &str,
+    ) -> Result<(), Handback<Self>> {
+        match sent {
+            Ok(()) => {
+                failpoint::hit(before_ack, &self.ctx.names.consumer).await;
+                self.ack_inner().await
+            }
+            Err(e) => {
+                if e.kind() == ErrorKind::Closed {
+                    tracing::warn!(error = %e, %key, "{what} publish not made, the link was closed: the original is not acked, its queue keeps it");
+                } else {
+                    tracing::error!(error = %e, %key, "{what} publish failed: the original is not acked, its queue keeps it; channel to be rebuilt");
+                }
+                Err(self.fail(e))
+            }
+        }
+    }
+
     /// The broker took this delivery's ack or reject.
     pub(crate) fn settled(&self) {
         self.channel.tags().remove(&self.tag);
@@ -283,19 +310,7 @@ impl Delivery for RabbitDelivery {
                 body: &record.body,
             })
             .await;
-        match sent {
-            Ok(()) => {
-                failpoint::hit(failpoint::PARK_BEFORE_ACK, &self.ctx.names.consumer).await;
-                self.ack_inner().await
-            }
-            Err(e) => {
-                if e.kind() == ErrorKind::Closed {
-                    tracing::warn!(error = %e, "parking publish not made, the link was closed: the source queue keeps the message");
-                } else {
-                    tracing::error!(error = %e, "parking publish failed: the source queue keeps the message");
-                }
-                Err(self.fail(e))
-            }
-        }
+        self.ack_after_copy(sent, failpoint::PARK_BEFORE_ACK, "parking", PARKING_KEY)
+            .await
     }
 }

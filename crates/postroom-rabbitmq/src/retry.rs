@@ -14,10 +14,10 @@ use crate::delivery::RabbitDelivery;
 use crate::naming::ConsumerNames;
 use crate::publisher::Outbound;
 use lapin::options::BasicRejectOptions;
+use postroom_core::RetryPlan;
 use postroom_core::failpoint;
 use postroom_core::retry::retry_headers;
 use postroom_core::transport::Handback;
-use postroom_core::{ErrorKind, RetryPlan};
 
 /// ack+publish: a confirmed, routed copy in the stage for `plan`, then the original's ack.
 pub(crate) async fn publish_then_ack(
@@ -37,21 +37,8 @@ pub(crate) async fn publish_then_ack(
             body: &d.message.body,
         })
         .await;
-    match sent {
-        // The copy is confirmed and routed: only now the original may go.
-        Ok(()) => {
-            failpoint::hit(failpoint::RETRY_BEFORE_ACK, &d.ctx.names.consumer).await;
-            d.ack_inner().await
-        }
-        Err(e) => {
-            if e.kind() == ErrorKind::Closed {
-                tracing::warn!(error = %e, stage = %key, "retry publish not made, the link was closed: original not acked");
-            } else {
-                tracing::error!(error = %e, stage = %key, "retry publish failed: original not acked, channel to be rebuilt");
-            }
-            Err(d.fail(e))
-        }
-    }
+    d.ack_after_copy(sent, failpoint::RETRY_BEFORE_ACK, "retry", &key)
+        .await
 }
 
 /// reject+DLX: a reject without requeue; the work queue's policy dead-letters the message
