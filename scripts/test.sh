@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step says how long it took, so a slow run shows where its time went.
+step_started=$SECONDS
+step() {
+  echo "[test] $(( SECONDS - step_started ))s: $*" >&2
+  step_started=$SECONDS
+}
+
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 if ! command -v cc >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq build-essential curl >/dev/null; }
@@ -15,6 +22,7 @@ if ! command -v cmake >/dev/null 2>&1; then
 fi
 
 bash scripts/services.sh all
+step "services ready"
 
 export POSTROOM_TEST_PG="${POSTROOM_TEST_PG:-postgres://postgres@127.0.0.1:5432/postgres}"
 export POSTROOM_TEST_AMQP="${POSTROOM_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672/%2f}"
@@ -28,6 +36,7 @@ export AWS_REGION="${AWS_REGION:-us-east-1}"
 export POSTROOM_TEST_KAFKA="${POSTROOM_TEST_KAFKA:-127.0.0.1:9092}"
 
 cargo fmt --all -- --check
+step "formatting checked"
 # cargo-nextest runs each test in a process of its own (crash points, metrics recorders and
 # child processes stay with their test) and test binaries in parallel.
 if ! cargo nextest --version >/dev/null 2>&1; then
@@ -35,6 +44,7 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 cargo build --workspace --all-targets --locked
+step "workspace built"
 # The examples (examples/): complete services, each exiting 0 only when every message was applied exactly once.
 EXAMPLES_PG="${POSTROOM_TEST_PG%/*}/postroom_examples"
 psql "$POSTROOM_TEST_PG" -tAc "SELECT 1 FROM pg_database WHERE datname = 'postroom_examples'" | grep -q 1 || psql -q "$POSTROOM_TEST_PG" -c "CREATE DATABASE postroom_examples"
@@ -43,11 +53,13 @@ DATABASE_URL="$EXAMPLES_PG" BROKER_URL="$POSTROOM_TEST_AMQP" POSTROOM_BROKER_API
 DATABASE_URL="$EXAMPLES_PG" NATS_URL="$POSTROOM_TEST_NATS" cargo run -q --locked -p postroom-examples --bin postgres_nats
 DATABASE_URL="$EXAMPLES_PG" SQS_URL="sqs://${POSTROOM_TEST_SQS#*://}" cargo run -q --locked -p postroom-examples --bin postgres_sqs
 DATABASE_URL="$EXAMPLES_PG" KAFKA_URL="kafka://$POSTROOM_TEST_KAFKA" cargo run -q --locked -p postroom-examples --bin postgres_kafka
+step "examples ran"
 # Each store and transport is a feature of the CLI: a PostgreSQL-only build has no lapin.
 cargo check -p postroom-cli --no-default-features --features postgres --locked
 if cargo tree -p postroom-cli --no-default-features --features postgres -e normal,build --locked | grep -q 'lapin'; then
   echo "the PostgreSQL-only build of postroom-cli depends on lapin" >&2; exit 1
 fi
+step "PostgreSQL-only CLI checked"
 # The run's output is kept: when tests fail, the end of the output repeats each failure's panic
 # message (the long backtraces above would otherwise push them out of a truncated log).
 nextest_log="$(mktemp)"
@@ -55,6 +67,7 @@ set +e
 cargo nextest run --workspace --locked --no-fail-fast --test-threads "${POSTROOM_TEST_THREADS:-4}" 2>&1 | tee "$nextest_log"
 status=${PIPESTATUS[0]}
 set -e
+step "tests ran"
 if [ "$status" != 0 ]; then
   echo "[test] failures, the panic of each:" >&2
   grep -E -A2 "^\s+(FAIL|TIMEOUT) \[|panicked at" "$nextest_log" | grep -v -E "^--$|stack backtrace" | awk '!seen[$0]++' | tail -n 120 >&2
@@ -63,4 +76,7 @@ if [ "$status" != 0 ]; then
   exit "$status"
 fi
 cargo test --workspace --locked --doc
+step "doc tests ran"
 bash scripts/fuzz.sh  # each fuzz target for FUZZ_SECONDS (30 s); fails on a crash
+step "fuzzing done"
+echo "[test] all passed in ${SECONDS}s" >&2
