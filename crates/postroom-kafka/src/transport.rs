@@ -7,9 +7,7 @@ use crate::config::{KafkaConfig, RetryOrdering};
 use crate::consumer::{KafkaSubscriber, SubscriberSpec};
 use crate::naming::{ConsumerTopics, topic_of};
 use crate::producer::KafkaProducer;
-use crate::topology::{
-    TopicSpec, admin, consumer_topics, create_topics, is_pattern, pattern_regex, topic_spec,
-};
+use crate::topology::{TopicSpec, admin, consumer_topics, create_topics, is_pattern, topic_spec};
 use postroom_core::{
     Backlog, BoxSubscriber, Capabilities, DelayCapability, KeyOrdering, Publisher,
     RedeliveryCounting, Result, Subscription, Transport, async_trait,
@@ -114,10 +112,6 @@ impl KafkaTransport {
         SubscriberSpec {
             group: names.group,
             topics,
-            regexes: patterns
-                .iter()
-                .map(|p| pattern_regex(&self.config.prefix, p))
-                .collect(),
             patterns: patterns.into_iter().cloned().collect(),
             prefetch: subscription.prefetch,
             ordering: self.config.ordering,
@@ -197,7 +191,6 @@ impl Transport for KafkaTransport {
             SubscriberSpec {
                 group: names.parking_group.clone(),
                 topics: vec![names.parking.clone()],
-                regexes: Vec::new(),
                 patterns: Vec::new(),
                 prefetch: 32,
                 ordering: RetryOrdering::RetryTopics,

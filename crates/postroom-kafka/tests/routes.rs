@@ -47,6 +47,44 @@ async fn a_pattern_route_takes_matching_topics_only() {
     assert_eq!(keys, vec!["a", "b"], "`*` matches one word, never two");
 }
 
+/// A topic created after the member subscribed is found on a later read of the topic list,
+/// and the member subscribes anew to read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_route_takes_a_matching_topic_created_later() {
+    let kafka = TestKafka::new("1s");
+    let t: Arc<dyn Transport> = Arc::new(KafkaTransport::new(kafka.config.clone()).unwrap());
+    t.bind(&Subscription::new("producer-side", &["shop.created"]))
+        .await
+        .unwrap();
+    let h = OrderedHandler::new(&[], false);
+    let r = run(
+        t.clone(),
+        "pattern",
+        &["shop.*"],
+        h.clone(),
+        retries("1s", 1),
+        2,
+    )
+    .await;
+    publish_in_order(t.as_ref(), "shop.created", &[event("a", 1)]).await;
+    assert!(
+        wait_until(Duration::from_secs(30), || h.applied_of("a") == vec![1]).await,
+        "the topic that existed: {:?}",
+        h.seen()
+    );
+    t.bind(&Subscription::new("producer-side", &["shop.cancelled"]))
+        .await
+        .unwrap();
+    publish_in_order(t.as_ref(), "shop.cancelled", &[event("b", 1)]).await;
+    assert!(
+        wait_until(Duration::from_secs(30), || h.applied_of("b") == vec![1]).await,
+        "the topic created later: {:?}",
+        h.seen()
+    );
+    r.stop().await;
+    assert_eq!(h.applied_of("a"), vec![1], "no record twice: {:?}", h.seen());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_is_the_groups_lag() {
     let kafka = TestKafka::new("1s");
@@ -105,6 +143,14 @@ async fn a_pattern_route_never_takes_another_consumers_own_topics() {
         vec![(1, 0)],
         "audit handles the original once and nothing of shop's own topics: {:?}",
         audit.seen()
+    );
+    // Nor does it read them at all: a topic the group is assigned and reads gets the group's
+    // committed offsets; shop's parking, ledger and redrive topics get none from audit.
+    let audit_group = format!("{}.audit", kafka.prefix);
+    assert_eq!(
+        kafka.committed_topics(&audit_group),
+        vec![format!("{}.shop.created", kafka.prefix)],
+        "audit reads shop.created and no topic of shop's own"
     );
 }
 

@@ -11,6 +11,7 @@ mod poller;
 mod record;
 mod state;
 pub mod subscriber;
+mod topics;
 
 pub use delivery::KafkaDelivery;
 pub use subscriber::{KafkaSubscriber, SubscriberSpec};

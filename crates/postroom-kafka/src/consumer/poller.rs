@@ -20,6 +20,7 @@ use super::context::RebalanceContext;
 use super::ledger::Ledger;
 use super::record::{Fetched, Held, Record, Tp};
 use super::state::{LedgerPart, Shared};
+use super::topics::Topics;
 use crate::headers::due_at;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
@@ -45,6 +46,7 @@ const LEDGER_PAUSE: Duration = Duration::from_secs(1);
 /// (leaving the group, so its partitions move at once).
 pub(crate) fn run(
     consumer: Arc<BaseConsumer<RebalanceContext>>,
+    mut topics: Topics,
     shared: Arc<Shared>,
     commit_every: Duration,
     mut ledger: Option<Ledger>,
@@ -53,6 +55,7 @@ pub(crate) fn run(
     let prefetch = shared.limits.prefetch;
     let ahead = read_ahead(prefetch);
     while !shared.stopping() {
+        topics.refresh(&consumer, &shared.label);
         wait_for_room(&shared, prefetch);
         rewind(&consumer, &shared);
         let wait = release_and_pause(&consumer, &shared, ahead);

@@ -17,7 +17,7 @@ use crate::producer::{KafkaProducer, Outbound};
 use postroom_core::backoff::Backoff;
 use postroom_core::message::headers as h;
 use postroom_core::{Error, ErrorKind, ReceivedMessage, Result, RetryLadder, Subscriber};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::BaseConsumer;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -30,9 +30,8 @@ pub struct SubscriberSpec {
     pub group: String,
     /// Topics read by name.
     pub topics: Vec<String>,
-    /// Topic regexes (route patterns).
-    pub regexes: Vec<String>,
-    /// Route patterns a record of a regex-matched topic must match to be handled.
+    /// Route patterns (`*`, `#`): the member reads every topic under the prefix whose route
+    /// one of them matches, except topics shaped like a consumer's own.
     pub patterns: Vec<String>,
     /// Unsettled records at most.
     pub prefetch: usize,
@@ -146,10 +145,8 @@ impl KafkaSubscriber {
                 shared: shared.clone(),
             })
             .map_err(|e| kafka("creating the Kafka consumer", e))?;
-        let mut subscribe: Vec<&str> = topics.iter().map(String::as_str).collect();
-        subscribe.extend(spec.regexes.iter().map(String::as_str));
-        base.subscribe(&subscribe)
-            .map_err(|e| kafka(format!("subscribing {} to {subscribe:?}", spec.group), e))?;
+        let mut subscription = super::topics::Topics::new(config, topics, spec.patterns.clone())?;
+        subscription.subscribe(&base, &spec.group)?;
         let base = Arc::new(base);
         *shared
             .consumer
@@ -170,7 +167,7 @@ impl KafkaSubscriber {
         let thread = std::thread::Builder::new()
             .name(format!("postroom-kafka-{consumer}"))
             .spawn(move || {
-                super::poller::run(base, thread_shared, every, ledger);
+                super::poller::run(base, subscription, thread_shared, every, ledger);
                 let _ = closed_tx.send(());
             })
             .map_err(|e| Error::new(ErrorKind::Io, format!("starting the poll thread: {e}")))?;
@@ -256,7 +253,8 @@ impl KafkaSubscriber {
                     .iter()
                     .any(|p| postroom_core::pattern::matches(p, &route))
             {
-                // A topic the regex matched but the pattern does not, or another consumer's
+                // Not expected (the member subscribes to what the patterns match, see topics.rs),
+                // kept as a guard: a topic the patterns do not take, or another consumer's
                 // own topic (its parking, redrive, ledger or a stage): not ours.
                 let mut d = self.delivery(f, None);
                 d.settled = true;

@@ -78,6 +78,41 @@ impl TestKafka {
     }
 }
 
+impl TestKafka {
+    /// The topics under this test's prefix on which `group` has committed an offset: the
+    /// topics the group was assigned and read.
+    pub fn committed_topics(&self, group: &str) -> Vec<String> {
+        let mut config = self.config.client_config();
+        config.set("group.id", group);
+        let probe: BaseConsumer = config.create().expect("client");
+        let md = probe
+            .fetch_metadata(None, Duration::from_secs(10))
+            .expect("metadata");
+        let mut wanted = rdkafka::TopicPartitionList::new();
+        for t in md
+            .topics()
+            .iter()
+            .filter(|t| t.name().starts_with(&self.prefix))
+        {
+            for p in t.partitions() {
+                wanted.add_partition(t.name(), p.id());
+            }
+        }
+        let committed = probe
+            .committed_offsets(wanted, Duration::from_secs(10))
+            .expect("committed offsets");
+        let mut topics: Vec<String> = committed
+            .elements()
+            .iter()
+            .filter(|e| matches!(e.offset(), rdkafka::Offset::Offset(_)))
+            .map(|e| e.topic().to_string())
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+}
+
 impl Drop for TestKafka {
     /// Delete the test's topics once its consumers had time to leave their groups (a topic
     /// deleted under a live librdkafka consumer can hang that consumer's shutdown).
