@@ -46,13 +46,17 @@ fi
 cargo build --workspace --all-targets --locked
 step "workspace built"
 # The examples (examples/): complete services, each exiting 0 only when every message was applied exactly once.
+# They run as the workspace build above made them: `cargo run -p postroom-examples` would
+# compile the examples' dependencies again, with the features of that one package.
+target_dir="$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+example() { "$target_dir/debug/$1"; }
 EXAMPLES_PG="${POSTROOM_TEST_PG%/*}/postroom_examples"
 psql "$POSTROOM_TEST_PG" -tAc "SELECT 1 FROM pg_database WHERE datname = 'postroom_examples'" | grep -q 1 || psql -q "$POSTROOM_TEST_PG" -c "CREATE DATABASE postroom_examples"
-cargo run -q --locked -p postroom-examples --bin sqlite
-DATABASE_URL="$EXAMPLES_PG" BROKER_URL="$POSTROOM_TEST_AMQP" POSTROOM_BROKER_API="$POSTROOM_TEST_RABBIT_API" cargo run -q --locked -p postroom-examples --bin postgres_rabbitmq
-DATABASE_URL="$EXAMPLES_PG" NATS_URL="$POSTROOM_TEST_NATS" cargo run -q --locked -p postroom-examples --bin postgres_nats
-DATABASE_URL="$EXAMPLES_PG" SQS_URL="sqs://${POSTROOM_TEST_SQS#*://}" cargo run -q --locked -p postroom-examples --bin postgres_sqs
-DATABASE_URL="$EXAMPLES_PG" KAFKA_URL="kafka://$POSTROOM_TEST_KAFKA" cargo run -q --locked -p postroom-examples --bin postgres_kafka
+example sqlite
+DATABASE_URL="$EXAMPLES_PG" BROKER_URL="$POSTROOM_TEST_AMQP" POSTROOM_BROKER_API="$POSTROOM_TEST_RABBIT_API" example postgres_rabbitmq
+DATABASE_URL="$EXAMPLES_PG" NATS_URL="$POSTROOM_TEST_NATS" example postgres_nats
+DATABASE_URL="$EXAMPLES_PG" SQS_URL="sqs://${POSTROOM_TEST_SQS#*://}" example postgres_sqs
+DATABASE_URL="$EXAMPLES_PG" KAFKA_URL="kafka://$POSTROOM_TEST_KAFKA" example postgres_kafka
 step "examples ran"
 # Each store and transport is a feature of the CLI: a PostgreSQL-only build has no lapin.
 cargo check -p postroom-cli --no-default-features --features postgres --locked
