@@ -82,7 +82,12 @@ async fn a_pattern_route_takes_a_matching_topic_created_later() {
         h.seen()
     );
     r.stop().await;
-    assert_eq!(h.applied_of("a"), vec![1], "no record twice: {:?}", h.seen());
+    assert_eq!(
+        h.applied_of("a"),
+        vec![1],
+        "no record twice: {:?}",
+        h.seen()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
