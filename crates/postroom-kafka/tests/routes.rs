@@ -4,18 +4,21 @@
 mod common;
 
 use common::TestKafka;
-use common::ordered::{OrderedHandler, event, publish_in_order, retries, run, wait_until};
+use common::ordered::{OrderedHandler, Running, event, publish_in_order, retries, run, wait_until};
 use postroom_core::{Subscription, Transport};
 use postroom_kafka::KafkaTransport;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pattern_route_takes_matching_topics_only() {
-    let kafka = TestKafka::new("1s");
+/// A transport on a fresh workload with `topics` created (as a producer would), and consumer
+/// `pattern` running on `shop.*` with a handler that records what it applies.
+async fn on_shop_pattern(
+    kafka: &TestKafka,
+    topics: &[&str],
+) -> (Arc<dyn Transport>, Arc<OrderedHandler>, Running) {
     let t: Arc<dyn Transport> = Arc::new(KafkaTransport::new(kafka.config.clone()).unwrap());
-    // The topics exist before the pattern subscription (patterns create none).
-    for topic in ["shop.created", "shop.paid", "shop.paid.late"] {
+    // Patterns create no topic: these exist before the consumer subscribes.
+    for topic in topics {
         t.bind(&Subscription::new("producer-side", &[topic]))
             .await
             .unwrap();
@@ -30,6 +33,13 @@ async fn a_pattern_route_takes_matching_topics_only() {
         2,
     )
     .await;
+    (t, h, r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_route_takes_matching_topics_only() {
+    let kafka = TestKafka::new("1s");
+    let (t, h, r) = on_shop_pattern(&kafka, &["shop.created", "shop.paid", "shop.paid.late"]).await;
     publish_in_order(t.as_ref(), "shop.created", &[event("a", 1)]).await;
     publish_in_order(t.as_ref(), "shop.paid", &[event("b", 1)]).await;
     publish_in_order(t.as_ref(), "shop.paid.late", &[event("c", 1)]).await;
@@ -52,20 +62,7 @@ async fn a_pattern_route_takes_matching_topics_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pattern_route_takes_a_matching_topic_created_later() {
     let kafka = TestKafka::new("1s");
-    let t: Arc<dyn Transport> = Arc::new(KafkaTransport::new(kafka.config.clone()).unwrap());
-    t.bind(&Subscription::new("producer-side", &["shop.created"]))
-        .await
-        .unwrap();
-    let h = OrderedHandler::new(&[], false);
-    let r = run(
-        t.clone(),
-        "pattern",
-        &["shop.*"],
-        h.clone(),
-        retries("1s", 1),
-        2,
-    )
-    .await;
+    let (t, h, r) = on_shop_pattern(&kafka, &["shop.created"]).await;
     publish_in_order(t.as_ref(), "shop.created", &[event("a", 1)]).await;
     assert!(
         wait_until(Duration::from_secs(30), || h.applied_of("a") == vec![1]).await,
