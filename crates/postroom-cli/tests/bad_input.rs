@@ -59,6 +59,24 @@ fn demo_refuses_to_overwrite_a_foreign_file() {
     );
 }
 
+/// A demo that stops on a bad broker URL or a broker nobody answers leaves its database file
+/// as a demo file: the next demo on that path starts over instead of refusing the file as
+/// someone else's.
+#[test]
+fn a_demo_that_failed_on_its_broker_leaves_no_file_the_next_demo_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for broker in ["kafka://127.0.0.1:9092?partitions=0", "nats://127.0.0.1:1"] {
+        let (code, err) = run(d, &["demo", "--database", "shop.db", "--broker", broker]);
+        assert!(matches!(code, Some(2 | 3)), "{broker}: {code:?} {err}");
+        let (code, err) = run(
+            d,
+            &["demo", "--database", "shop.db", "--timeout-secs", "120"],
+        );
+        assert_eq!(code, Some(0), "after {broker}: {err}");
+    }
+}
+
 #[test]
 fn bad_flags() {
     let dir = tempfile::tempdir().unwrap();

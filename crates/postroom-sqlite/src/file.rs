@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Create `path` empty with mode `0600` unless it exists (SQLite reads an empty file as an
 /// empty database). `:memory:` and `file:` URIs are SQLite's business and left alone.
-pub(crate) fn create_private(path: &Path) -> Result<()> {
+pub fn create_private(path: &Path) -> Result<()> {
     let text = path.to_string_lossy();
     if text == ":memory:" || text.starts_with("file:") {
         return Ok(());

@@ -47,6 +47,7 @@ mod schema;
 mod time;
 
 pub use error::map as map_error;
+pub use file::create_private;
 pub use last_error::SqliteLastErrors;
 pub use postroom_core::QueueConfig;
 pub use queue::{SqliteDelivery, SqliteQueue, SqliteSubscriber};

@@ -8,7 +8,7 @@ use postroom_ops::registry::Store;
 use postroom_ops::{Endpoint, OpsError, OpsResult};
 use postroom_sqlite::{SqliteStore, inbox, map_error, outbox};
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Pool, Sqlite, SqliteConnection, Transaction};
+use sqlx::{ConnectOptions, Connection, Pool, Sqlite, SqliteConnection, Transaction};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -76,25 +76,53 @@ impl ShopKind for SqliteShopKind {
     /// looked at read-only, so a file that is not the demo's is left exactly as it was.
     async fn prepare(&self, database: &Endpoint) -> OpsResult {
         let path = database.file_path()?;
-        if !path.exists() {
-            return Ok(());
+        if path.exists() {
+            if !is_demo_file(&path).await {
+                return Err(OpsError::usage(format!(
+                    "{} exists and is not a postroom demo database; pass another --database",
+                    path.display()
+                )));
+            }
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
         }
-        if !is_demo_file(&path).await {
-            return Err(OpsError::usage(format!(
-                "{} exists and is not a postroom demo database; pass another --database",
-                path.display()
-            )));
-        }
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
-        Ok(())
+        mark_as_demo_file(&path).await
     }
 
     fn open(&self, store: &dyn Store) -> OpsResult<Arc<dyn ShopDb>> {
         let s: &SqliteStore = concrete(store)?;
         Ok(Arc::new(SqlShop::new(s.clone())))
     }
+}
+
+/// Create `path` (private, like every postroom database file) holding the demo's marker
+/// before anything else opens it, so that a run which stops before the shop's tables exist (a
+/// bad broker URL, a broker nobody answers) leaves a file the next run knows as a demo file
+/// and replaces. Where the file cannot be created, nothing is done here: opening the store
+/// says why in its own words.
+async fn mark_as_demo_file(path: &Path) -> OpsResult {
+    if path
+        .parent()
+        .is_some_and(|d| !d.as_os_str().is_empty() && !d.is_dir())
+        || postroom_sqlite::create_private(path).is_err()
+    {
+        return Ok(());
+    }
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .map_err(map_error)?;
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS shop_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         INSERT INTO shop_meta (key, value) VALUES ('created_by', 'postroom demo') ON CONFLICT (key) DO NOTHING",
+    )
+    .execute(&mut conn)
+    .await
+    .map_err(map_error)?;
+    conn.close().await.map_err(map_error)?;
+    Ok(())
 }
 
 async fn is_demo_file(path: &Path) -> bool {
