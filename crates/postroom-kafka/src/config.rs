@@ -137,6 +137,18 @@ impl KafkaConfig {
         for (k, v) in &self.extra {
             c.set(k, v);
         }
+        // librdkafka writes its own log lines straight to stderr, in a format of its own
+        // (`%3|<time>|FAIL|…`; rdkafka asks it for no log events), past postroom's log filter
+        // and JSON output. What they report also reaches postroom as error events, logged
+        // through postroom's logging (the consumer's context; rdkafka's default one through
+        // the `log` bridge), so they are off, unless librdkafka's `debug` contexts are asked
+        // for: then its debug lines are what the user wants to see.
+        let debugging = self.extra.iter().any(|(k, _)| k == "debug");
+        c.set_log_level(if debugging {
+            rdkafka::config::RDKafkaLogLevel::Debug
+        } else {
+            rdkafka::config::RDKafkaLogLevel::Emerg
+        });
         c
     }
 }
