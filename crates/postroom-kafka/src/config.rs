@@ -139,10 +139,12 @@ impl KafkaConfig {
         }
         // librdkafka writes its own log lines straight to stderr, in a format of its own
         // (`%3|<time>|FAIL|…`; rdkafka asks it for no log events), past postroom's log filter
-        // and JSON output. What they report also reaches postroom as error events, logged
-        // through postroom's logging (the consumer's context; rdkafka's default one through
-        // the `log` bridge), so they are off, unless librdkafka's `debug` contexts are asked
-        // for: then its debug lines are what the user wants to see.
+        // and JSON output, so they are off. postroom says what failed in its own words: an
+        // operation that fails carries librdkafka's error ("reading the cluster's topics: …
+        // BrokerTransportFailure"), and the error events a client polls go through postroom's
+        // logging (the consumer's context; rdkafka's default one through the `log` bridge).
+        // When librdkafka's `debug` contexts are asked for, its debug lines are what the user
+        // wants to see: they stay on.
         let debugging = self.extra.iter().any(|(k, _)| k == "debug");
         c.set_log_level(if debugging {
             rdkafka::config::RDKafkaLogLevel::Debug
