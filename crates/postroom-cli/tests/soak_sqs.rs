@@ -22,72 +22,11 @@
 mod common;
 
 use common::{TestDb, sqs, workload};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// moto's server: `POSTROOM_MOTO_SERVER`, else the one `scripts/services.sh sqs` installs.
-fn moto_server() -> PathBuf {
-    if let Ok(p) = std::env::var("POSTROOM_MOTO_SERVER") {
-        return p.into();
-    }
-    let venv = std::env::var("POSTROOM_MOTO_VENV").unwrap_or_else(|_| "/opt/postroom-moto".into());
-    PathBuf::from(venv).join("bin/moto_server")
-}
-
-/// A moto server of the test's own, stopped when dropped.
-struct OwnMoto {
-    port: u16,
-    child: Child,
-}
-
-impl OwnMoto {
-    fn start() -> Self {
-        let bin = moto_server();
-        assert!(
-            bin.exists(),
-            "{} not found: install it with `bash scripts/services.sh sqs` (or set POSTROOM_MOTO_SERVER)",
-            bin.display()
-        );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
-        let s = Self { port, child };
-        let end = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < end,
-                "moto did not open port {port} within 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        s
-    }
-
-    fn url(&self) -> String {
-        sqs::url_for(&format!("http://127.0.0.1:{}", self.port))
-    }
-}
-
-impl Drop for OwnMoto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use postroom_testkit::servers::MotoServer;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn soak_on_postgres_and_sqs_with_kills() {
-    let endpoint = OwnMoto::start();
+    let moto = MotoServer::start();
     let db = TestDb::create().await;
     let prefix = workload("soak");
     let dir = tempfile::tempdir().unwrap();
@@ -104,7 +43,7 @@ async fn soak_on_postgres_and_sqs_with_kills() {
             "--database",
             &db.url,
             "--broker",
-            &endpoint.url(),
+            &sqs::url_for(&moto.endpoint()),
             "--workload",
             &prefix,
             "--timeout-secs",

@@ -22,17 +22,10 @@ pub struct Element<'a> {
     id: String,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 impl Browser {
     /// Start chromedriver and a fresh headless Chromium.
     pub async fn start() -> Self {
-        let port = free_port();
+        let port = postroom_testkit::servers::free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

@@ -12,6 +12,9 @@ pub use cuttable_path::CuttablePath;
 #[cfg(feature = "postgres")]
 pub use postgres::TestDb;
 
+pub mod moto;
+pub use moto::MotoServer;
+
 #[cfg(feature = "own-servers")]
 pub mod os_user;
 #[cfg(feature = "own-servers")]
@@ -27,6 +30,15 @@ pub use pg_cluster::PgCluster;
 pub use rabbit_node::RabbitNode;
 #[cfg(feature = "own-servers")]
 pub use test_ca::{ServerCert, TestCa};
+
+/// A loopback port nobody listens on now.
+#[must_use]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
 
 /// A short random suffix for names of queues, streams, topics and databases.
 #[must_use]

@@ -5,9 +5,9 @@
 //! panics. PostgreSQL refuses to run as root: when the test runs as root, the server runs as
 //! the `postgres` user.
 
+use super::free_port;
 use super::os_user::{OsUser, running_as_root};
 use super::test_ca::ServerCert;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -49,15 +49,6 @@ fn bin_dir() -> PathBuf {
         .pop()
         .map(|(_, bin)| bin)
         .expect("no /usr/lib/postgresql/<version>/bin/initdb")
-}
-
-/// A loopback port nobody listens on now.
-#[must_use]
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port")
-        .port()
 }
 
 fn check(what: &str, out: std::io::Result<Output>, log: Option<&Path>) {

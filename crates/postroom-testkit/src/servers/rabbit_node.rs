@@ -10,7 +10,7 @@
 //! which cannot read the test's files. The shared environment file
 //! (`/etc/rabbitmq/rabbitmq-env.conf`) and enabled plugins are replaced by the node's own.
 
-use super::pg_cluster::free_port;
+use super::free_port;
 use super::test_ca::{ServerCert, TestCa};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
