@@ -146,6 +146,29 @@ pub struct PgStore {
 /// ends by itself: another relay then skips those rows (`SKIP LOCKED`) for as long.
 pub const CLIENT_CHECK_INTERVAL: &str = "1s";
 
+/// A pooled connection idle for at least this long is pinged before it is handed out; one
+/// used more recently is handed out as it is. sqlx pings every connection it hands out by
+/// default: a round trip more for every transaction, which cost the per-message consumer
+/// about a tenth of its throughput (`postroom bench --scenario e2e`). A connection that died
+/// while hot (the server restarted under load) fails its next statement instead, which every
+/// loop here counts as a transient failure and retries; the pool then drops it (sqlx pings
+/// each connection it takes back).
+pub const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
+/// The pool's check before it hands out `conn` (see [`PING_WHEN_IDLE_FOR`]): `false`, and the
+/// pool closes it and takes another, when a ping after a long idle gets no answer.
+fn fresh_enough(
+    conn: &mut sqlx::PgConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> futures::future::BoxFuture<'_, std::result::Result<bool, sqlx::Error>> {
+    Box::pin(async move {
+        if meta.idle_for < PING_WHEN_IDLE_FOR {
+            return Ok(true);
+        }
+        Ok(sqlx::Connection::ping(conn).await.is_ok())
+    })
+}
+
 /// Set [`CLIENT_CHECK_INTERVAL`] on a new connection. A server older than PostgreSQL 14 does
 /// not have the setting: the connection is used without it.
 async fn watch_the_client(conn: &mut sqlx::PgConnection) -> std::result::Result<(), sqlx::Error> {
@@ -187,6 +210,8 @@ impl PgStore {
             .max_connections(options.max_connections)
             .min_connections(options.min_connections)
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(fresh_enough)
             .after_connect(|conn, _| Box::pin(watch_the_client(conn)))
             .connect_with(connect.clone())
             .await;
@@ -201,7 +226,8 @@ impl PgStore {
 
     /// Use an existing pool and prefix: any pool built with `sqlx::postgres::PgPoolOptions`
     /// (set `search_path` in its connect options to keep the tables in a schema; set
-    /// `client_connection_check_interval` as [`connect_with`](Self::connect_with) does).
+    /// `client_connection_check_interval` as [`connect_with`](Self::connect_with) does, and
+    /// skip sqlx's ping for connections used within [`PING_WHEN_IDLE_FOR`]).
     #[must_use]
     pub fn from_pool(pool: PgPool, prefix: TablePrefix) -> Self {
         Self { pool, prefix }

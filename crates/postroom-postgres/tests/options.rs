@@ -222,3 +222,95 @@ async fn a_killed_clients_statement_does_not_keep_its_row_locks() {
     )
     .await;
 }
+
+async fn backend_pid(pool: &sqlx::PgPool) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(pool)
+        .await
+}
+
+/// End the server process `pid` (through `admin`) and wait until it is gone.
+async fn end_backend(admin: &sqlx::PgPool, pid: i32) {
+    let ok: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(admin)
+        .await
+        .unwrap();
+    assert!(ok, "pg_terminate_backend({pid}) refused");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let alive: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(admin)
+            .await
+            .unwrap();
+        if alive == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend {pid} still alive after 20 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The store's pool pings a connection that sat idle for `PING_WHEN_IDLE_FOR` before handing
+/// it out: one whose server process ended meanwhile is replaced, and the caller never sees it.
+#[tokio::test]
+async fn a_connection_that_died_while_idle_is_never_handed_out() {
+    let db = TestDb::create().await;
+    let admin = db.pool(1).await;
+    let one = PgOptions {
+        max_connections: 1,
+        ..PgOptions::default()
+    };
+    let store = PgStore::connect_with(&db.url, one).await.unwrap();
+    let first = backend_pid(store.pool()).await.unwrap();
+    end_backend(&admin, first).await;
+    tokio::time::sleep(
+        postroom_postgres::PING_WHEN_IDLE_FOR + std::time::Duration::from_millis(200),
+    )
+    .await;
+    let second = backend_pid(store.pool())
+        .await
+        .expect("the dead idle connection was handed out");
+    assert_ne!(
+        first, second,
+        "the pool kept a connection whose server process ended"
+    );
+}
+
+/// A connection used within `PING_WHEN_IDLE_FOR` is handed out without a ping (a round trip
+/// less per transaction): when its server process ended meanwhile, the next statement fails
+/// with a connection error, which is transient, and the pool replaces the connection at once.
+#[tokio::test]
+async fn a_hot_connection_is_not_pinged_and_its_death_costs_one_transient_failure() {
+    let db = TestDb::create().await;
+    let admin = db.pool(1).await;
+    let one = PgOptions {
+        max_connections: 1,
+        ..PgOptions::default()
+    };
+    let store = PgStore::connect_with(&db.url, one).await.unwrap();
+    let first = backend_pid(store.pool()).await.unwrap();
+    // The pool takes a connection back in a task of its own (pinging it): wait until it is
+    // idle again, so that ping cannot be what finds it dead.
+    while store.pool().num_idle() < 1 {
+        tokio::task::yield_now().await;
+    }
+    let used = std::time::Instant::now();
+    end_backend(&admin, first).await;
+    let next = backend_pid(store.pool()).await;
+    if used.elapsed() < postroom_postgres::PING_WHEN_IDLE_FOR {
+        let e = postroom_postgres::error::map(next.expect_err("a hot connection was pinged"));
+        assert!(
+            e.is_transient(),
+            "a dead connection's failure must be retryable: {e}"
+        );
+    }
+    let after = backend_pid(store.pool())
+        .await
+        .expect("the pool replaced the dead connection");
+    assert_ne!(first, after);
+}

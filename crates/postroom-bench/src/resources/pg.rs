@@ -3,7 +3,7 @@
 //! on the test servers; dropped when the run ends), with postroom's tables and the bench's.
 
 use crate::error::{BenchError, Context};
-use postroom_postgres::{PgStore, TablePrefix};
+use postroom_postgres::{PgOptions, PgStore};
 use postroom_testkit::servers::TestDb;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -67,7 +67,7 @@ impl BenchDb {
         &self.db.url
     }
 
-    /// A pool of `max` connections on it.
+    /// A pool of `max` connections on it, with sqlx's defaults: what the raw baselines use.
     pub async fn pool(&self, max: u32) -> Result<PgPool, BenchError> {
         PgPoolOptions::new()
             .max_connections(max)
@@ -77,9 +77,17 @@ impl BenchDb {
             .ctx("connecting to the bench database")
     }
 
-    /// A migrated postroom store with `max` connections, plus the bench tables.
+    /// A migrated postroom store with `max` connections (the pool `PgStore::connect_with`
+    /// builds), plus the bench tables.
     pub async fn store(&self, max: u32) -> Result<PgStore, BenchError> {
-        let store = PgStore::from_pool(self.pool(max).await?, TablePrefix::default());
+        let options = PgOptions {
+            max_connections: max,
+            acquire_timeout: Duration::from_secs(30),
+            ..PgOptions::default()
+        };
+        let store = PgStore::connect_with(self.url(), options)
+            .await
+            .ctx("connecting to the bench database")?;
         store.migrate().await.ctx("migrating postroom tables")?;
         sqlx::raw_sql(EFFECTS_DDL)
             .execute(store.pool())

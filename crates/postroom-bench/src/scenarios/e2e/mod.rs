@@ -76,6 +76,11 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         u16::try_from((lanes * batch * 2).max(usize::from(a.e2e_prefetch))).unwrap_or(u16::MAX);
     let w = Workload::create(&ctx.endpoints, "e2e", &a.e2e_retry_delay).await?;
     let queues = raw::RawQueues::declare(&w, ladder.delays()[0]).await?;
+    // The raw service's own pool, with sqlx's defaults; postroom's store builds its own.
+    let raw_pool = ctx
+        .db()?
+        .pool(u32::try_from(conc + 4).unwrap_or(64))
+        .await?;
     let store = ctx
         .db()?
         .store(u32::try_from(conc.max(lanes) + 4).unwrap_or(64))
@@ -98,7 +103,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
             match (r + k) % 3 {
                 0 => {
                     let (elapsed, lat) =
-                        raw::round(&w, &queues, store.pool(), mix, &per_shape).await?;
+                        raw::round(&w, &queues, &raw_pool, mix, &per_shape).await?;
                     Figures::add(&mut raw_f, mix.n, elapsed, lat);
                 }
                 1 => {
@@ -119,6 +124,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         }
     }
     store.pool().close().await;
+    raw_pool.close().await;
     // The figures are measured: a broker that cannot be reached for the cleanup (another
     // program restarting it) does not throw them away.
     let prefix = w.prefix.clone();
