@@ -255,10 +255,9 @@ async fn end_backend(admin: &sqlx::PgPool, pid: i32) {
     }
 }
 
-/// The store's pool pings a connection that sat idle for `PING_WHEN_IDLE_FOR` before handing
-/// it out: one whose server process ended meanwhile is replaced, and the caller never sees it.
-#[tokio::test]
-async fn a_connection_that_died_while_idle_is_never_handed_out() {
+/// A store on a pool of one connection, a second pool to end server processes with, and the
+/// server process of the store's connection, just used.
+async fn one_connection_store() -> (TestDb, sqlx::PgPool, PgStore, i32) {
     let db = TestDb::create().await;
     let admin = db.pool(1).await;
     let one = PgOptions {
@@ -267,6 +266,14 @@ async fn a_connection_that_died_while_idle_is_never_handed_out() {
     };
     let store = PgStore::connect_with(&db.url, one).await.unwrap();
     let first = backend_pid(store.pool()).await.unwrap();
+    (db, admin, store, first)
+}
+
+/// The store's pool pings a connection that sat idle for `PING_WHEN_IDLE_FOR` before handing
+/// it out: one whose server process ended meanwhile is replaced, and the caller never sees it.
+#[tokio::test]
+async fn a_connection_that_died_while_idle_is_never_handed_out() {
+    let (_db, admin, store, first) = one_connection_store().await;
     end_backend(&admin, first).await;
     tokio::time::sleep(
         postroom_postgres::PING_WHEN_IDLE_FOR + std::time::Duration::from_millis(200),
@@ -286,14 +293,7 @@ async fn a_connection_that_died_while_idle_is_never_handed_out() {
 /// with a connection error, which is transient, and the pool replaces the connection at once.
 #[tokio::test]
 async fn a_hot_connection_is_not_pinged_and_its_death_costs_one_transient_failure() {
-    let db = TestDb::create().await;
-    let admin = db.pool(1).await;
-    let one = PgOptions {
-        max_connections: 1,
-        ..PgOptions::default()
-    };
-    let store = PgStore::connect_with(&db.url, one).await.unwrap();
-    let first = backend_pid(store.pool()).await.unwrap();
+    let (_db, admin, store, first) = one_connection_store().await;
     // The pool takes a connection back in a task of its own (pinging it): wait until it is
     // idle again, so that ping cannot be what finds it dead.
     while store.pool().num_idle() < 1 {
