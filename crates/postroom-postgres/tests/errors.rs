@@ -1,5 +1,7 @@
 //! `sqlx::Error` → postroom `ErrorKind`, with real errors from a real server.
 
+mod common;
+
 use postroom_core::ErrorKind;
 use postroom_postgres::error::{map, map_commit};
 use postroom_testkit::servers::TestDb;
@@ -24,32 +26,6 @@ async fn pid(conn: &mut PgConnection) -> i32 {
         .fetch_one(conn)
         .await
         .unwrap()
-}
-
-async fn terminate(pool: &PgPool, pid: i32) {
-    let ok: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(pid)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    assert!(ok);
-    // pg_terminate_backend only signals: wait until the backend is gone.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let alive: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
-            .bind(pid)
-            .fetch_one(pool)
-            .await
-            .unwrap();
-        if alive == 0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "backend {pid} still alive 20 s after pg_terminate_backend"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -137,7 +113,7 @@ async fn admin_shutdown_is_a_lost_connection() {
     let (db, pool) = setup().await;
     let mut a = PgConnection::connect(&db.url).await.unwrap();
     let p = pid(&mut a).await;
-    terminate(&pool, p).await;
+    common::terminate(&pool, p).await;
     let e = map(sqlx::query("SELECT 1").execute(&mut a).await.unwrap_err());
     assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
 }
@@ -152,7 +128,7 @@ async fn commit_on_a_dead_connection_has_an_unknown_outcome() {
         .execute(&mut *tx)
         .await
         .unwrap();
-    terminate(&pool, p).await;
+    common::terminate(&pool, p).await;
     let e = map_commit(tx.commit().await.unwrap_err());
     assert_eq!(e.kind(), ErrorKind::CommitOutcomeUnknown, "{e}");
     assert!(

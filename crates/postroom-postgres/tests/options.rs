@@ -2,6 +2,8 @@
 //! installations with one prefix in one database stay apart, their relays woken only by their
 //! own rows), the pool's size, and a bad URL reported without its password.
 
+mod common;
+
 use postroom_core::{Envelope, OutboxStore, OutgoingMessage};
 use postroom_postgres::{PgOptions, PgStore, commit, outbox};
 use postroom_testkit::servers::TestDb;
@@ -229,32 +231,6 @@ async fn backend_pid(pool: &sqlx::PgPool) -> Result<i32, sqlx::Error> {
         .await
 }
 
-/// End the server process `pid` (through `admin`) and wait until it is gone.
-async fn end_backend(admin: &sqlx::PgPool, pid: i32) {
-    let ok: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(pid)
-        .fetch_one(admin)
-        .await
-        .unwrap();
-    assert!(ok, "pg_terminate_backend({pid}) refused");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let alive: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
-            .bind(pid)
-            .fetch_one(admin)
-            .await
-            .unwrap();
-        if alive == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "backend {pid} still alive after 20 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-}
-
 /// A store on a pool of one connection, a second pool to end server processes with, and the
 /// server process of the store's connection, just used.
 async fn one_connection_store() -> (TestDb, sqlx::PgPool, PgStore, i32) {
@@ -274,7 +250,7 @@ async fn one_connection_store() -> (TestDb, sqlx::PgPool, PgStore, i32) {
 #[tokio::test]
 async fn a_connection_that_died_while_idle_is_never_handed_out() {
     let (_db, admin, store, first) = one_connection_store().await;
-    end_backend(&admin, first).await;
+    common::terminate(&admin, first).await;
     tokio::time::sleep(
         postroom_postgres::PING_WHEN_IDLE_FOR + std::time::Duration::from_millis(200),
     )
@@ -296,11 +272,14 @@ async fn a_hot_connection_is_not_pinged_and_its_death_costs_one_transient_failur
     let (_db, admin, store, first) = one_connection_store().await;
     // The pool takes a connection back in a task of its own (pinging it): wait until it is
     // idle again, so that ping cannot be what finds it dead.
-    while store.pool().num_idle() < 1 {
-        tokio::task::yield_now().await;
-    }
+    common::wait_until(
+        std::time::Duration::from_secs(10),
+        "the store's connection idle in its pool",
+        async || store.pool().num_idle() == 1,
+    )
+    .await;
     let used = std::time::Instant::now();
-    end_backend(&admin, first).await;
+    common::terminate(&admin, first).await;
     let next = backend_pid(store.pool()).await;
     if used.elapsed() < postroom_postgres::PING_WHEN_IDLE_FOR {
         let e = postroom_postgres::error::map(next.expect_err("a hot connection was pinged"));

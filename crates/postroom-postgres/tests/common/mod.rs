@@ -76,3 +76,30 @@ impl Handler for Always {
         self.result.clone()
     }
 }
+
+/// End the server process `pid` (through a connection of `pool`, which must not be that
+/// process's) and wait until it is gone: `pg_terminate_backend` only signals it.
+pub async fn terminate(pool: &sqlx::PgPool, pid: i32) {
+    let ok: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(ok, "pg_terminate_backend({pid}) refused");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let alive: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        if alive == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend {pid} still alive 20 s after pg_terminate_backend"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
