@@ -1,6 +1,7 @@
 //! Inbox-queue mode: persist-then-ack ingest, N workers in parallel, retries with the
 //! error recorded, parking, and ordered processing across a gap.
 
+use chrono::{DateTime, Utc};
 use postroom_core::consumer::ConsumerConfig;
 use postroom_core::{
     Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
@@ -14,8 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// One handler call: id, aggregate id, version, attempt, when.
-type Call = (MessageId, String, u64, u32, Instant);
+/// One handler call: id, aggregate id, version, attempt, when (on this process's monotonic
+/// clock and on the wall clock, the one PostgreSQL's `now()` reads on this machine).
+type Call = (MessageId, String, u64, u32, Instant, DateTime<Utc>);
 
 #[derive(Default)]
 struct Recorder {
@@ -42,6 +44,7 @@ impl Handler for Recorder {
             e.aggregate.version,
             m.attempt,
             Instant::now(),
+            Utc::now(),
         ));
         let first = *self.first_call.get_or_init(Instant::now);
         while self.max_running.load(Ordering::SeqCst) < self.hold_until
@@ -440,7 +443,7 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
     let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
     let (_doomed_stop, doomed_rx) = watch::channel(false);
     let (url, prefix) = (db.url.clone(), store.prefix().clone());
-    let started = Instant::now();
+    let started_wall = Utc::now();
     doomed.spawn(async move {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
@@ -455,6 +458,15 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
         .expect("the doomed worker claims the row within 30 s")
         .expect("the doomed worker entered its handler");
     doomed.shutdown_background();
+    // The lease is kept on the database's clock (`locked_until` against `now()`): the
+    // takeover is measured on it, not on this process's monotonic clock, which runs apart
+    // from the wall clock while NTP corrects it.
+    let lease_until: DateTime<Utc> =
+        sqlx::query_scalar("SELECT locked_until FROM postroom_inbox_queue WHERE message_id = $1")
+            .bind(msg.id.unwrap().as_uuid())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
 
     let h = Arc::new(Recorder::default());
     let (stop, rx) = watch::channel(false);
@@ -476,9 +488,13 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
     assert_eq!(calls.len(), 1, "the survivor handled it once");
     assert_eq!(calls[0].0, msg.id.unwrap());
     assert!(
-        calls[0].4 - started >= LEASE,
-        "taken over {:?} after the doomed worker started, before its lease of {LEASE:?} ran out",
-        calls[0].4 - started
+        calls[0].5 >= lease_until,
+        "taken over at {}, before the doomed worker's lease ran out at {lease_until}",
+        calls[0].5
+    );
+    assert!(
+        lease_until - started_wall >= chrono::Duration::from_std(LEASE).unwrap(),
+        "the doomed worker's lease ran out at {lease_until}, less than {LEASE:?} after it started at {started_wall}"
     );
     let status: String =
         sqlx::query_scalar("SELECT status FROM postroom_inbox_queue WHERE message_id = $1")
