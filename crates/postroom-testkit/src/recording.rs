@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How much faster than this process's monotonic clock a broker's clock may run while it
-/// keeps a delay: RabbitMQ's runtime follows the system clock while NTP corrects it, speeding
-/// its own clock up or slowing it down by at most 1 % (ERTS's "time correction"). Measured
+/// keeps a delay. Some keep delays on the system clock (moto's SQS) or follow it: RabbitMQ's
+/// runtime, while NTP corrects the system clock, speeds its own clock up or slows it down by at
+/// most 1 % (ERTS's "time correction"). Measured
 /// here once, the wall clock ran 0.5 % fast for minutes and every one-second retry arrived
 /// 995–999 ms after it was scheduled. An early retry of the kind the suite looks for (a plain
 /// requeue, a wrong stage, a delay not applied) misses its due time by far more.
