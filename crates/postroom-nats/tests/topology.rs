@@ -39,10 +39,14 @@ async fn plan_apply_update_and_conflict() {
         4,
         "each route and the direct durable: {plan:#?}"
     );
-    assert!(
-        plan.iter()
-            .all(|c| matches!(c, Change::UpdateConsumer { .. }))
-    );
+    for c in &plan {
+        let Change::UpdateConsumer { differs, .. } = c else {
+            panic!("an update of a consumer: {c:#?}");
+        };
+        assert_eq!(differs.len(), 2, "{differs:?}");
+        assert!(differs[0].starts_with("ack_wait ") && differs[0].ends_with(" -> 7s"));
+        assert!(differs[1].starts_with("max_ack_pending ") && differs[1].ends_with(" -> 500"));
+    }
     topo.apply().await.unwrap();
     assert!(topo.plan().await.unwrap().is_empty());
 

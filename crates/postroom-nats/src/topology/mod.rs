@@ -166,21 +166,19 @@ fn stream_change(want: &StreamConfig, have: &StreamConfig) -> Option<Change> {
             have.subjects, want.subjects
         ));
     }
-    if want.max_age != have.max_age {
-        differs.push(format!("max_age {:?} -> {:?}", have.max_age, want.max_age));
-    }
-    if want.duplicate_window != have.duplicate_window {
-        differs.push(format!(
-            "duplicate_window {:?} -> {:?}",
-            have.duplicate_window, want.duplicate_window
-        ));
-    }
-    if want.num_replicas != have.num_replicas {
-        differs.push(format!(
-            "replicas {} -> {}",
-            have.num_replicas, want.num_replicas
-        ));
-    }
+    differ(&mut differs, "max_age", &have.max_age, &want.max_age);
+    differ(
+        &mut differs,
+        "duplicate_window",
+        &have.duplicate_window,
+        &want.duplicate_window,
+    );
+    differ(
+        &mut differs,
+        "replicas",
+        &have.num_replicas,
+        &want.num_replicas,
+    );
     (!differs.is_empty()).then(|| Change::UpdateStream {
         want: want.clone(),
         differs,
@@ -212,28 +210,36 @@ fn consumer_change(want: &ConsumerSpec, have: &ConsumerConfig) -> Option<Change>
         });
     }
     let mut differs = Vec::new();
-    if w.ack_wait != have.ack_wait {
-        differs.push(format!("ack_wait {:?} -> {:?}", have.ack_wait, w.ack_wait));
-    }
-    if w.max_deliver != have.max_deliver {
-        differs.push(format!(
-            "max_deliver {} -> {}",
-            have.max_deliver, w.max_deliver
-        ));
-    }
-    if w.max_ack_pending != have.max_ack_pending {
-        differs.push(format!(
-            "max_ack_pending {} -> {}",
-            have.max_ack_pending, w.max_ack_pending
-        ));
-    }
-    if w.backoff != have.backoff {
-        differs.push(format!("backoff {:?} -> {:?}", have.backoff, w.backoff));
-    }
+    differ(&mut differs, "ack_wait", &have.ack_wait, &w.ack_wait);
+    differ(
+        &mut differs,
+        "max_deliver",
+        &have.max_deliver,
+        &w.max_deliver,
+    );
+    differ(
+        &mut differs,
+        "max_ack_pending",
+        &have.max_ack_pending,
+        &w.max_ack_pending,
+    );
+    differ(&mut differs, "backoff", &have.backoff, &w.backoff);
     (!differs.is_empty()).then(|| Change::UpdateConsumer {
         want: want.clone(),
         differs,
     })
+}
+
+/// Note in `differs` that setting `what` would change from `have` to `want`, when it would.
+fn differ<T: PartialEq + std::fmt::Debug>(
+    differs: &mut Vec<String>,
+    what: &str,
+    have: &T,
+    want: &T,
+) {
+    if have != want {
+        differs.push(format!("{what} {have:?} -> {want:?}"));
+    }
 }
 
 postroom_core::broker_topology!(Topology, Change);
