@@ -46,6 +46,7 @@ pub mod parking;
 pub mod pattern;
 pub mod relay;
 pub mod retry;
+pub mod sql_store;
 pub mod stats;
 pub mod transport;
 pub mod typed;

@@ -2,11 +2,36 @@
 //! relays with leases, marked published only after the broker's confirmation.
 
 use crate::envelope::MessageId;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::message::{Headers, OutgoingMessage, Route};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
+
+/// Longest error text an outbox row keeps from a failed publish.
+pub const MAX_RELEASE_ERROR_CHARS: usize = 2000;
+
+/// How an outbox row keeps its route: a kind (`topic` or `consumer`) and a name.
+#[must_use]
+pub fn route_parts(route: &Route) -> (&'static str, &str) {
+    match route {
+        Route::Topic(t) => ("topic", t.as_str()),
+        Route::Consumer(c) => ("consumer", c.as_str()),
+    }
+}
+
+/// The route of an outbox row from the kind and name [`route_parts`] gave; an unknown kind
+/// is invalid data.
+pub fn route_from_parts(kind: &str, name: String) -> Result<Route> {
+    match kind {
+        "topic" => Ok(Route::Topic(name)),
+        "consumer" => Ok(Route::Consumer(name)),
+        other => Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("outbox route kind {other:?}"),
+        )),
+    }
+}
 
 /// One outbox row claimed by a relay.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,4 +135,19 @@ pub async fn mark_then_claim<S: OutboxStore + ?Sized>(
         store.mark_published(relay_id, published).await?;
     }
     store.claim(relay_id, limit, lease).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_reads_back_from_its_parts() {
+        for route in [Route::Topic("a.b".into()), Route::Consumer("c".into())] {
+            let (kind, name) = route_parts(&route);
+            assert_eq!(route_from_parts(kind, name.to_string()).unwrap(), route);
+        }
+        let e = route_from_parts("queue", "q".into()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData);
+    }
 }

@@ -41,19 +41,7 @@ pub fn kind_of(err: &sqlx::Error) -> ErrorKind {
         | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::WorkerCrashed => ErrorKind::Connection,
-        sqlx::Error::PoolClosed => ErrorKind::Closed,
-        sqlx::Error::RowNotFound => ErrorKind::NotFound,
-        sqlx::Error::Configuration(_)
-        | sqlx::Error::InvalidArgument(_)
-        | sqlx::Error::TypeNotFound { .. }
-        | sqlx::Error::ColumnIndexOutOfBounds { .. }
-        | sqlx::Error::ColumnNotFound(_) => ErrorKind::Config,
-        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) | sqlx::Error::Encode(_) => {
-            ErrorKind::InvalidData
-        }
-        // `sqlx::Error` is `#[non_exhaustive]`: a variant added upstream is retried a bounded
-        // number of times until it is given a kind here.
-        _ => ErrorKind::Io,
+        other => postroom_core::sql_store::sqlx_error_kind(other),
     }
 }
 

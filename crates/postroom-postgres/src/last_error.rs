@@ -5,7 +5,7 @@
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
 use postroom_core::parking::{LastError, LastErrorLog};
-use postroom_core::{Error, ErrorKind, MessageId, Result, async_trait};
+use postroom_core::{MessageId, Result, async_trait};
 use sqlx::{PgPool, Row};
 use std::time::Duration;
 
@@ -74,16 +74,15 @@ impl LastErrorLog for PgLastErrors {
             .await
             .pg()?;
         let Some(row) = row else { return Ok(None) };
-        let class: String = row.get("class");
-        Ok(Some(LastError {
-            first_failure_at: row.get("first_failure_at"),
-            at: row.get("at"),
-            class: class.parse().map_err(|e: String| {
-                Error::new(ErrorKind::InvalidData, format!("last error of {id}: {e}"))
-            })?,
-            code: row.get("code"),
-            message: row.get("message"),
-        }))
+        LastError::from_stored(
+            id,
+            row.get("first_failure_at"),
+            row.get("at"),
+            row.get("class"),
+            row.get("code"),
+            row.get("message"),
+        )
+        .map(Some)
     }
 
     async fn forget(&self, consumer: &str, id: MessageId) -> Result<()> {

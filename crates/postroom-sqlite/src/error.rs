@@ -28,20 +28,9 @@ fn kind_of(err: &sqlx::Error) -> ErrorKind {
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => ErrorKind::Io,
         sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
-        sqlx::Error::PoolClosed => ErrorKind::Closed,
-        sqlx::Error::RowNotFound => ErrorKind::NotFound,
-        sqlx::Error::Configuration(_)
-        | sqlx::Error::Migrate(_)
-        | sqlx::Error::InvalidArgument(_)
-        | sqlx::Error::TypeNotFound { .. }
-        | sqlx::Error::ColumnIndexOutOfBounds { .. }
-        | sqlx::Error::ColumnNotFound(_) => ErrorKind::Config,
-        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) | sqlx::Error::Encode(_) => {
-            ErrorKind::InvalidData
-        }
-        // `sqlx::Error` is `#[non_exhaustive]`: see `kind_of_code` for why what is not
-        // recognised is retried.
-        _ => ErrorKind::Io,
+        // A migration that cannot be applied needs an operator: retrying will not help.
+        sqlx::Error::Migrate(_) => ErrorKind::Config,
+        other => postroom_core::sql_store::sqlx_error_kind(other),
     }
 }
 

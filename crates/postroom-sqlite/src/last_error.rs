@@ -6,7 +6,7 @@ use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{from_ms, ms, now_ms};
 use postroom_core::parking::{LastError, LastErrorLog};
-use postroom_core::{Error, ErrorKind, MessageId, Result, async_trait};
+use postroom_core::{MessageId, Result, async_trait};
 use sqlx::Row;
 use std::time::Duration;
 
@@ -61,16 +61,15 @@ impl LastErrorLog for SqliteLastErrors {
         .await
         .db()?;
         let Some(row) = row else { return Ok(None) };
-        let class: String = row.get("class");
-        Ok(Some(LastError {
-            first_failure_at: from_ms(row.get("first_failure_at")),
-            at: from_ms(row.get("at")),
-            class: class.parse().map_err(|e: String| {
-                Error::new(ErrorKind::InvalidData, format!("last error of {id}: {e}"))
-            })?,
-            code: row.get("code"),
-            message: row.get("message"),
-        }))
+        LastError::from_stored(
+            id,
+            from_ms(row.get("first_failure_at")),
+            from_ms(row.get("at")),
+            row.get("class"),
+            row.get("code"),
+            row.get("message"),
+        )
+        .map(Some)
     }
 
     async fn forget(&self, consumer: &str, id: MessageId) -> Result<()> {

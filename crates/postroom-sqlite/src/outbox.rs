@@ -3,19 +3,16 @@
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{from_ms, ms, now_ms};
-use postroom_core::{
-    MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route, async_trait,
-};
+use postroom_core::message::truncate;
+use postroom_core::outbox::{MAX_RELEASE_ERROR_CHARS, route_from_parts, route_parts};
+use postroom_core::{MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, async_trait};
 use sqlx::{Row, SqliteConnection};
 use std::time::Duration;
 
 /// Write `message` into the outbox inside the caller's transaction. Its order is kept under
 /// [`OutgoingMessage::aggregate_key`] (the `x-aggregate-key` header, else the id).
 pub async fn enqueue(conn: &mut SqliteConnection, message: &OutgoingMessage) -> Result<()> {
-    let (kind, route) = match &message.route {
-        Route::Topic(t) => ("topic", t.as_str()),
-        Route::Consumer(c) => ("consumer", c.as_str()),
-    };
+    let (kind, route) = route_parts(&message.route);
     let key = message.aggregate_key();
     let now = now_ms();
     sqlx::query(
@@ -48,11 +45,7 @@ fn record(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxRecord> {
                 format!("bad id {id}: {e}"),
             )
         })?,
-        route: if kind == "consumer" {
-            Route::Consumer(route)
-        } else {
-            Route::Topic(route)
-        },
+        route: route_from_parts(&kind, route)?,
         headers: serde_json::from_str(&headers).unwrap_or_default(),
         body: row.get("body"),
         aggregate_key: row.get("aggregate_key"),
@@ -125,7 +118,7 @@ impl OutboxStore for SqliteStore {
              WHERE message_id = ? AND locked_by = ? AND published_at IS NULL",
         )
         .bind(now_ms() + ms(retry_after))
-        .bind(postroom_core::message::truncate(error, 2000))
+        .bind(truncate(error, MAX_RELEASE_ERROR_CHARS))
         .bind(id.to_string())
         .bind(relay_id)
         .execute(&self.pool)

@@ -51,13 +51,17 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, m: &ParkedMessage) -> Re
     Ok(())
 }
 
+/// A parking row whose `what` column holds `v`, which does not read back.
+pub(crate) fn bad(what: &str, v: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidData,
+        format!("parking row has bad {what}: {v}"),
+    )
+}
+
+/// A parked message from a row of the parking table. A status other than redriven reads as
+/// parked.
 pub(crate) fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
-    let bad = |what: &str, v: &str| {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!("parking row has bad {what}: {v}"),
-        )
-    };
     let id: String = row.get("message_id");
     let class: String = row.get("error_class");
     let status: String = row.get("status");
@@ -82,11 +86,7 @@ pub(crate) fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
         producer: row.get("producer"),
         headers: serde_json::from_str(&headers).unwrap_or_default(),
         body: row.get("body"),
-        status: if status == "redriven" {
-            ParkedStatus::Redriven
-        } else {
-            ParkedStatus::Parked
-        },
+        status: status.parse().unwrap_or(ParkedStatus::Parked),
         redrive_count: row.get::<i64, _>("redrive_count") as u32,
     })
 }

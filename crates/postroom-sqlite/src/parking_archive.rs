@@ -7,13 +7,14 @@
 
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
-use crate::parking::{parked, push_filter};
+use crate::parking::{bad, parked, push_filter};
 use crate::time::{from_ms, now_ms};
 use chrono::{DateTime, Utc};
 use postroom_core::{
-    Error, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkedSummary, ParkingArchive,
-    ParkingQuery, Result, async_trait,
+    MessageId, ParkedMessage, ParkedStatus, ParkedSummary, ParkingArchive, ParkingQuery, Result,
+    async_trait,
 };
+use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 /// The parking table with an `archived` column (1 when the copy's archive entry exists).
@@ -45,6 +46,24 @@ fn push_query(b: &mut QueryBuilder<'_, Sqlite>, q: &ParkingQuery) {
             .push_bind(like_word(&w))
             .push(" ESCAPE '\\'");
     }
+}
+
+/// A summary from a row selected with the columns of [`ParkedSummary`]. A status other than
+/// redriven reads as parked.
+fn summary(r: &SqliteRow) -> Result<ParkedSummary> {
+    let id: String = r.get("message_id");
+    let class: String = r.get("error_class");
+    let status: String = r.get("status");
+    Ok(ParkedSummary {
+        message_id: id.parse().map_err(|_| bad("id", &id))?,
+        consumer: r.get("consumer"),
+        message_type: r.get("message_type"),
+        error_class: class.parse().map_err(|_| bad("error class", &class))?,
+        error_code: r.get("error_code"),
+        error_message: r.get("error_message"),
+        parked_at: from_ms(r.get("parked_at")),
+        status: status.parse().unwrap_or(ParkedStatus::Parked),
+    })
 }
 
 #[async_trait]
@@ -85,32 +104,7 @@ impl ParkingArchive for SqliteStore {
         b.push(" ORDER BY parked_at DESC, consumer, message_id LIMIT ")
             .push_bind(limit as i64);
         let rows = b.build().fetch_all(self.pool()).await.db()?;
-        rows.iter()
-            .map(|r| {
-                let id: String = r.get("message_id");
-                let class: String = r.get("error_class");
-                let bad = |what: &str, v: &str| {
-                    Error::new(
-                        ErrorKind::InvalidData,
-                        format!("parking row has bad {what}: {v}"),
-                    )
-                };
-                Ok(ParkedSummary {
-                    message_id: id.parse().map_err(|_| bad("id", &id))?,
-                    consumer: r.get("consumer"),
-                    message_type: r.get("message_type"),
-                    error_class: class.parse().map_err(|_| bad("error class", &class))?,
-                    error_code: r.get("error_code"),
-                    error_message: r.get("error_message"),
-                    parked_at: from_ms(r.get("parked_at")),
-                    status: if r.get::<String, _>("status") == "redriven" {
-                        ParkedStatus::Redriven
-                    } else {
-                        ParkedStatus::Parked
-                    },
-                })
-            })
-            .collect()
+        rows.iter().map(summary).collect()
     }
 
     /// Archive the current copies of `(consumer, id)` pairs for `operator`, to be purged

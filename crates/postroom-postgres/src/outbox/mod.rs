@@ -21,9 +21,9 @@ use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use postroom_core::{
-    Error, ErrorKind, Headers, MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, Route,
-};
+use postroom_core::message::truncate;
+use postroom_core::outbox::{MAX_RELEASE_ERROR_CHARS, route_from_parts, route_parts};
+use postroom_core::{Headers, MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Row};
 use std::sync::Arc;
@@ -130,13 +130,6 @@ async fn insert_batch(
     }
     q.execute(conn).await.pg()?;
     Ok(())
-}
-
-fn route_parts(route: &Route) -> (&'static str, &str) {
-    match route {
-        Route::Topic(t) => ("topic", t.as_str()),
-        Route::Consumer(c) => ("consumer", c.as_str()),
-    }
 }
 
 /// The relays' side of the outbox.
@@ -405,17 +398,7 @@ fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool, delete: bool) -> String
 
 fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
     let kind: String = row.get("route_kind");
-    let route: String = row.get("route");
-    let route = match kind.as_str() {
-        "topic" => Route::Topic(route),
-        "consumer" => Route::Consumer(route),
-        other => {
-            return Err(Error::new(
-                ErrorKind::InvalidData,
-                format!("outbox route kind {other:?}"),
-            ));
-        }
-    };
+    let route = route_from_parts(&kind, row.get("route"))?;
     let headers: Json<Headers> = row.try_get("headers").pg()?;
     let attempts: i32 = row.get("publish_attempts");
     let created_at: DateTime<Utc> = row.get("created_at");
@@ -490,7 +473,7 @@ impl OutboxStore for PgOutbox {
         sqlx::query(&sql)
             .bind(id.as_uuid())
             .bind(relay_id)
-            .bind(postroom_core::message::truncate(error, 2000))
+            .bind(truncate(error, MAX_RELEASE_ERROR_CHARS))
             .bind(retry_after.as_secs_f64())
             .execute(&self.pool)
             .await

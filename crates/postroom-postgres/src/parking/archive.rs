@@ -12,6 +12,7 @@ use postroom_core::{
     ParkingArchive, ParkingQuery, Result, async_trait,
 };
 use sqlx::Row;
+use sqlx::postgres::PgRow;
 
 /// ASCII lower-casing, as `str::to_ascii_lowercase` (PostgreSQL's `lower` follows the locale).
 const ASCII_LOWER: &str =
@@ -31,6 +32,26 @@ impl PgParking {
             w = filter::WHERE
         )
     }
+}
+
+/// A summary from a row selected with the columns of [`ParkedSummary`]. A status other than
+/// redriven reads as parked.
+fn summary(r: &PgRow) -> Result<ParkedSummary> {
+    let class: String = r.try_get("error_class").pg()?;
+    let status: String = r.try_get("status").pg()?;
+    let id: uuid::Uuid = r.try_get("message_id").pg()?;
+    Ok(ParkedSummary {
+        message_id: MessageId::from(id),
+        consumer: r.try_get("consumer").pg()?,
+        message_type: r.try_get("message_type").pg()?,
+        error_class: class
+            .parse::<ErrorClass>()
+            .map_err(|e| Error::new(ErrorKind::InvalidData, e))?,
+        error_code: r.try_get("error_code").pg()?,
+        error_message: r.try_get("error_message").pg()?,
+        parked_at: r.try_get("parked_at").pg()?,
+        status: status.parse().unwrap_or(ParkedStatus::Parked),
+    })
 }
 
 #[async_trait]
@@ -86,29 +107,7 @@ impl ParkingArchive for PgParking {
             .fetch_all(&self.pool)
             .await
             .pg()?;
-        rows.iter()
-            .map(|r| {
-                let class: String = r.try_get("error_class").pg()?;
-                let status: String = r.try_get("status").pg()?;
-                let id: uuid::Uuid = r.try_get("message_id").pg()?;
-                Ok(ParkedSummary {
-                    message_id: MessageId::from(id),
-                    consumer: r.try_get("consumer").pg()?,
-                    message_type: r.try_get("message_type").pg()?,
-                    error_class: class
-                        .parse::<ErrorClass>()
-                        .map_err(|e| Error::new(ErrorKind::InvalidData, e))?,
-                    error_code: r.try_get("error_code").pg()?,
-                    error_message: r.try_get("error_message").pg()?,
-                    parked_at: r.try_get("parked_at").pg()?,
-                    status: if status == "redriven" {
-                        ParkedStatus::Redriven
-                    } else {
-                        ParkedStatus::Parked
-                    },
-                })
-            })
-            .collect()
+        rows.iter().map(summary).collect()
     }
 
     /// Archive the current copies of `(consumer, id)` pairs for `operator` until

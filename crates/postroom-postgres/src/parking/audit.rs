@@ -8,6 +8,18 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 
+fn entry(r: &PgRow) -> Result<AuditEntry> {
+    let detail: Json<serde_json::Value> = r.try_get("detail").pg()?;
+    Ok(AuditEntry {
+        id: r.try_get("id").pg()?,
+        at: r.try_get("at").pg()?,
+        actor: r.try_get("actor").pg()?,
+        action: r.try_get("action").pg()?,
+        target: r.try_get("target").pg()?,
+        detail: detail.0,
+    })
+}
+
 fn control(r: &PgRow) -> Result<RunControl> {
     let state: String = r.try_get("state").pg()?;
     let joined: i64 = r.try_get("joined").pg()?;
@@ -56,19 +68,7 @@ impl AuditLog for PgParking {
         .fetch_all(&self.pool)
         .await
         .pg()?;
-        rows.iter()
-            .map(|r| {
-                let detail: Json<serde_json::Value> = r.try_get("detail").pg()?;
-                Ok(AuditEntry {
-                    id: r.try_get("id").pg()?,
-                    at: r.try_get("at").pg()?,
-                    actor: r.try_get("actor").pg()?,
-                    action: r.try_get("action").pg()?,
-                    target: r.try_get("target").pg()?,
-                    detail: detail.0,
-                })
-            })
-            .collect()
+        rows.iter().map(entry).collect()
     }
 
     /// Store `c` (insert or replace by run id).

@@ -78,16 +78,9 @@ pub(crate) fn from_row(row: &PgRow) -> Result<ParkedMessage> {
         .parse()
         .map_err(|e: String| Error::new(ErrorKind::InvalidData, e))?;
     let status: String = row.try_get("status").pg()?;
-    let status = match status.as_str() {
-        "parked" => ParkedStatus::Parked,
-        "redriven" => ParkedStatus::Redriven,
-        other => {
-            return Err(Error::new(
-                ErrorKind::InvalidData,
-                format!("parked status {other:?}"),
-            ));
-        }
-    };
+    let status: ParkedStatus = status
+        .parse()
+        .map_err(|e: String| Error::new(ErrorKind::InvalidData, e))?;
     let headers: Json<Headers> = row.try_get("headers").pg()?;
     let id: uuid::Uuid = row.try_get("message_id").pg()?;
     let schema_version: Option<i32> = row.try_get("schema_version").pg()?;
