@@ -79,6 +79,15 @@ impl PipelineArgs {
         };
         Pipeline::open(registry, &spec).await
     }
+
+    /// Refuse a command that moves a broker's messages when no --broker is given, with
+    /// `refusal` as the reason.
+    pub fn require_broker(&self, refusal: &str) -> OpsResult {
+        if self.broker.is_none() {
+            return Err(OpsError::usage(refusal));
+        }
+        Ok(())
+    }
 }
 
 /// A switch that turns true on SIGTERM or SIGINT.
@@ -129,6 +138,22 @@ pub async fn listen(addr: SocketAddr, what: &str) -> OpsResult<TcpListener> {
     let _ = writeln!(out, "{what} listening on http://{bound}");
     let _ = out.flush();
     Ok(listener)
+}
+
+/// Serve `/metrics`, `/healthz` and `/readyz` of `pipeline` on `listener` in a task of its
+/// own, until `shutdown` turns.
+pub fn serve_status(
+    listener: TcpListener,
+    prometheus: postroom_console::metrics::PrometheusHandle,
+    pipeline: &Pipeline,
+    shutdown: &watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<postroom_core::Result<()>> {
+    tokio::spawn(postroom_console::status::serve(
+        listener,
+        prometheus,
+        std::sync::Arc::new(pipeline.clone()),
+        shutdown.clone(),
+    ))
 }
 
 /// This process's Prometheus recorder.

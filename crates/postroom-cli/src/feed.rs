@@ -7,9 +7,8 @@ use crate::config::ConfigFile;
 use crate::daemon::{self, PipelineArgs};
 use clap::Args;
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::{OpsError, OpsResult, Registry};
+use postroom_ops::{OpsResult, Registry};
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// `postroom feed`.
 #[derive(Debug, Args)]
@@ -39,11 +38,9 @@ pub struct FeedArgs {
 
 /// Feed until SIGTERM or SIGINT; prints what this feed stored and absorbed.
 pub async fn run(a: FeedArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
-    if a.pipeline.broker.is_none() {
-        return Err(OpsError::usage(
-            "postroom feed moves a broker's deliveries into the inbox queue: pass --broker",
-        ));
-    }
+    a.pipeline.require_broker(
+        "postroom feed moves a broker's deliveries into the inbox queue: pass --broker",
+    )?;
     let shutdown = daemon::on_signals()?;
     let prometheus = daemon::prometheus()?;
     let registry = Registry::builtin();
@@ -58,12 +55,7 @@ pub async fn run(a: FeedArgs, config: &ConfigFile, passwords: &PasswordArgs) -> 
         pipeline.store.location(),
         a.consumer
     );
-    let status = tokio::spawn(postroom_console::status::serve(
-        listener,
-        prometheus,
-        Arc::new(pipeline.clone()),
-        shutdown.clone(),
-    ));
+    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
     let fed =
         postroom_ops::feed::run_inbox_feed(&pipeline, &a.consumer, a.ordered, a.prefetch, shutdown)
             .await;

@@ -6,9 +6,8 @@ use crate::config::ConfigFile;
 use crate::daemon::{self, PipelineArgs};
 use clap::Args;
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::{OpsError, OpsResult, Registry};
+use postroom_ops::{OpsResult, Registry};
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// `postroom ingest`.
 #[derive(Debug, Args)]
@@ -28,12 +27,10 @@ pub struct IngestDaemonArgs {
 
 /// Ingest until SIGTERM or SIGINT.
 pub async fn run(a: IngestDaemonArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
-    if a.pipeline.broker.is_none() {
-        return Err(OpsError::usage(
-            "postroom ingest moves a broker's parked copies: pass --broker (without one, \
-             consumers park straight into the database and there is nothing to move)",
-        ));
-    }
+    a.pipeline.require_broker(
+        "postroom ingest moves a broker's parked copies: pass --broker (without one, \
+         consumers park straight into the database and there is nothing to move)",
+    )?;
     let shutdown = daemon::on_signals()?;
     let prometheus = daemon::prometheus()?;
     let registry = Registry::builtin();
@@ -46,12 +43,7 @@ pub async fn run(a: IngestDaemonArgs, config: &ConfigFile, passwords: &PasswordA
         pipeline.store.location(),
         pipeline.consumers().join(", ")
     );
-    let status = tokio::spawn(postroom_console::status::serve(
-        listener,
-        prometheus,
-        Arc::new(pipeline.clone()),
-        shutdown.clone(),
-    ));
+    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
     postroom_ops::parking::ingest::run_ingest(&pipeline, shutdown).await;
     pipeline.transport.close().await;
     let _ = status.await;

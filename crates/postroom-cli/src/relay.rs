@@ -123,11 +123,8 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     }
     let mut also = Vec::with_capacity(a.also_publish_to.len());
     if !a.also_publish_to.is_empty() {
-        if a.pipeline.broker.is_none() {
-            return Err(OpsError::usage(
-                "--also-publish-to needs --broker: the first broker the rows go to",
-            ));
-        }
+        a.pipeline
+            .require_broker("--also-publish-to needs --broker: the first broker the rows go to")?;
         let spec = TransportSpec::from_file(TopologyFile::read(&topology_path(&a))?);
         for url in &a.also_publish_to {
             let endpoint = postroom_ops::Endpoint::broker(&url.0)?;
@@ -146,12 +143,7 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         pipeline.store.location(),
         targets.join(" + ")
     );
-    let status = tokio::spawn(postroom_console::status::serve(
-        listener,
-        prometheus,
-        Arc::new(pipeline.clone()),
-        shutdown.clone(),
-    ));
+    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
     let relayed =
         postroom_ops::relay::run_relay_to(&pipeline, &also, relay_config, 8, shutdown).await;
     pipeline.transport.close().await;
@@ -191,12 +183,7 @@ async fn follow_brokers_file(
     let on_targets: postroom_ops::relay::OnTargets = Arc::new(move |names: &[String]| {
         eprintln!("postroom relay {id}: {store} -> {}", names.join(" + "));
     });
-    let status = tokio::spawn(postroom_console::status::serve(
-        listener,
-        prometheus,
-        Arc::new(pipeline.clone()),
-        shutdown.clone(),
-    ));
+    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
     let relayed = postroom_ops::relay::run_relay_following(
         &pipeline,
         registry,

@@ -104,24 +104,12 @@ impl Broker {
     pub async fn connect_with(uri: &str, options: BrokerOptions) -> Result<Arc<Self>> {
         let connecting = format!("connecting to {}", redact(uri));
         let conn = within(options.setup_timeout, &connecting, open(uri, &options)).await?;
-        let backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
-        Ok(Arc::new(Self {
-            uri: uri.to_string(),
+        Ok(Self::link(
+            uri.to_string(),
             options,
-            state: tokio::sync::Mutex::new(LinkState {
-                closed: false,
-                connected_once: true,
-                conn: Some(conn),
-                backoff,
-                not_before: Instant::now(),
-            }),
-            stats: Arc::new(LinkStats::default()),
-            topology: std::sync::Mutex::new(None),
-            channels: std::sync::Mutex::new(Vec::new()),
-            forgotten: std::sync::Mutex::new(Vec::new()),
-            closing: std::sync::atomic::AtomicBool::new(false),
-            closing_now: tokio::sync::Notify::new(),
-        }))
+            Some(conn),
+            Arc::new(LinkStats::default()),
+        ))
     }
 
     /// Another link to the same broker with the same options, its connection named
@@ -131,18 +119,29 @@ impl Broker {
     pub fn sibling(&self, role: &str) -> Arc<Self> {
         let mut options = self.options.clone();
         options.connection_name = format!("{}.{role}", options.connection_name);
+        Self::link(self.uri.clone(), options, None, self.stats.clone())
+    }
+
+    /// A link to `uri` counting into `stats`: connected with `conn`, or connecting on first
+    /// use when it is `None`.
+    fn link(
+        uri: String,
+        options: BrokerOptions,
+        conn: Option<Connection>,
+        stats: Arc<LinkStats>,
+    ) -> Arc<Self> {
         let backoff = Backoff::new(options.reconnect_min, options.reconnect_max);
         Arc::new(Self {
-            uri: self.uri.clone(),
+            uri,
             options,
             state: tokio::sync::Mutex::new(LinkState {
                 closed: false,
-                connected_once: false,
-                conn: None,
+                connected_once: conn.is_some(),
+                conn,
                 backoff,
                 not_before: Instant::now(),
             }),
-            stats: self.stats.clone(),
+            stats,
             topology: std::sync::Mutex::new(None),
             channels: std::sync::Mutex::new(Vec::new()),
             forgotten: std::sync::Mutex::new(Vec::new()),

@@ -58,6 +58,7 @@ pub(crate) fn describe(
 mod tests {
     use super::*;
     use postroom_core::parking::codec::from_headers;
+    use postroom_testkit::cases::assert_parked_for;
 
     #[test]
     fn a_copy_sqs_moved_is_described_and_joined_with_the_last_error() {
@@ -76,14 +77,8 @@ mod tests {
         let mut headers = Headers::new();
         describe(&mut headers, &source, None, None, Some(&last));
         let rec = from_headers("inventory", None, "shop-inventory-dlq", &headers, b"{}");
-        assert_eq!(rec.error_code, MAX_RECEIVE_COUNT);
-        assert_eq!(rec.attempts, 5);
+        assert_parked_for(&rec, MAX_RECEIVE_COUNT, 5, "db_down");
         assert_eq!(rec.routing_key, "shop-inventory");
-        assert!(
-            rec.error_message.contains("db_down"),
-            "{}",
-            rec.error_message
-        );
         assert_eq!(rec.first_failure_at.timestamp(), t0.timestamp());
 
         let mut parked = Headers::new();

@@ -2,7 +2,7 @@
 //! (Secure when the console is reached over TLS). Every visitor gets one, logged in or not,
 //! so that the login form is CSRF-protected too; logging in replaces it with a new id.
 
-use super::Role;
+use super::{Permission, Role};
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -37,6 +37,12 @@ impl Session {
     #[must_use]
     pub fn role(&self) -> Option<Role> {
         self.user.as_ref().map(|(_, r)| *r)
+    }
+
+    /// Whether the role grants `p` (never when nobody is logged in).
+    #[must_use]
+    pub fn allows(&self, p: Permission) -> bool {
+        self.role().is_some_and(|r| r.allows(p))
     }
 }
 

@@ -4,16 +4,10 @@ use super::{OrFailure, Page, Params, State};
 use crate::auth::Session;
 use crate::html::{self, esc, time};
 use axum::Extension;
-use axum::extract::RawQuery;
 use axum::response::{Html, IntoResponse};
 use std::fmt::Write;
 
-pub(crate) async fn show(
-    state: State,
-    Extension(s): Extension<Session>,
-    RawQuery(raw): RawQuery,
-) -> Page {
-    let p = Params::query(raw.as_deref());
+pub(crate) async fn show(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
     let entries = state
         .parking
         .lot()

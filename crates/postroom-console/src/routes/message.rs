@@ -7,7 +7,7 @@ use crate::html::{self, esc, time};
 use crate::redrive::{RunPlan, edit};
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use postroom_core::{Error, ErrorKind, MessageId, ParkedMessage, ParkingFilter};
@@ -37,7 +37,7 @@ fn copy(s: &Session, m: &ParkedMessage) -> String {
     for (k, v) in &m.headers {
         let _ = write!(headers, "<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(v));
     }
-    let body = if s.role().is_some_and(|r| r.allows(Permission::ViewPayload)) {
+    let body = if s.allows(Permission::ViewPayload) {
         format!(
             r#"<pre class="payload" id="payload">{}</pre>"#,
             esc(&body_text(m))
@@ -50,21 +50,21 @@ fn copy(s: &Session, m: &ParkedMessage) -> String {
     };
     let mut actions = String::new();
     let sel = format!("{} {}", m.message_id, esc(&m.consumer));
-    if s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
+    if s.allows(Permission::Redrive) {
         let _ = write!(
             actions,
             r#"<form method="post" action="/redrive/preview" class="inline">{}<input type="hidden" name="sel" value="{sel}"><button type="submit" class="preview-one">Dry-run redrive</button></form> "#,
             html::csrf_field(s)
         );
     }
-    if s.role().is_some_and(|r| r.allows(Permission::Archive)) {
+    if s.allows(Permission::Archive) {
         let _ = write!(
             actions,
             r#"<form method="post" action="/archive" class="inline">{}<input type="hidden" name="sel" value="{sel}"><button type="submit" class="archive-one">Archive</button></form> "#,
             html::csrf_field(s)
         );
     }
-    if s.role().is_some_and(|r| r.allows(Permission::EditRedrive)) {
+    if s.allows(Permission::EditRedrive) {
         let _ = write!(
             actions,
             r#"<a href="/messages/{}/edit?consumer={}" class="edit-one">Edit and redrive</a>"#,
@@ -160,11 +160,10 @@ pub(crate) async fn edit_form(
     state: State,
     Extension(s): Extension<Session>,
     Path(id): Path<String>,
-    RawQuery(raw): RawQuery,
+    p: Params,
 ) -> Page {
     require(&s, Permission::EditRedrive)?;
     let id = parse_id(&s, &id)?;
-    let p = Params::query(raw.as_deref());
     let m = copy_of(&state, id, p.get("consumer"))
         .await
         .or_failure(&s)?;

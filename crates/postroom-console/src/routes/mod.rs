@@ -118,6 +118,18 @@ impl Params {
     }
 }
 
+/// A handler's `Params` argument: the parameters of the request's query string.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Params {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self::query(parts.uri.query()))
+    }
+}
+
 /// A page that says no.
 pub(crate) fn refusal(s: &Session, status: StatusCode, title: &str, text: &str) -> Response {
     (

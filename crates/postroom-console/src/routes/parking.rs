@@ -8,7 +8,7 @@ use crate::groups::group as group_rows;
 use crate::html::{self, esc, time, url};
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery};
+use axum::extract::Path;
 use axum::response::{Html, IntoResponse, Redirect};
 use chrono::Utc;
 use postroom_core::{ParkedMessage, ParkingQuery, message::truncate};
@@ -88,10 +88,10 @@ pub(crate) fn rows(ms: &[ParkedMessage], select: bool) -> String {
 
 fn actions(s: &Session) -> String {
     let mut out = String::new();
-    if s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
+    if s.allows(Permission::Redrive) {
         out.push_str(r#"<button type="submit" formaction="/redrive/preview" id="preview-selected">Dry-run redrive of selected</button> "#);
     }
-    if s.role().is_some_and(|r| r.allows(Permission::Archive)) {
+    if s.allows(Permission::Archive) {
         out.push_str(
             r#"<button type="submit" formaction="/archive" id="archive-selected">Archive selected</button>"#,
         );
@@ -99,12 +99,7 @@ fn actions(s: &Session) -> String {
     out
 }
 
-pub(crate) async fn list(
-    state: State,
-    Extension(s): Extension<Session>,
-    RawQuery(raw): RawQuery,
-) -> Page {
-    let p = Params::query(raw.as_deref());
+pub(crate) async fn list(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
     let q = query_of(&p).or_failure(&s)?;
     let offset: usize = p.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
     let (total, ms) = tokio::try_join!(
@@ -142,12 +137,7 @@ pub(crate) async fn list(
     Ok(Html(html::page("Parking lot", &s, &body)).into_response())
 }
 
-pub(crate) async fn groups(
-    state: State,
-    Extension(s): Extension<Session>,
-    RawQuery(raw): RawQuery,
-) -> Page {
-    let p = Params::query(raw.as_deref());
+pub(crate) async fn groups(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
     let q = query_of(&p).or_failure(&s)?;
     let summaries = state
         .parking
@@ -223,7 +213,7 @@ pub(crate) async fn group(
         .await
         .or_failure(&s)?;
     let mut action = String::new();
-    if s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
+    if s.allows(Permission::Redrive) {
         let _ = write!(
             action,
             r#"<form method="post" action="/redrive/preview" class="inline">{}<input type="hidden" name="group" value="{}"><button type="submit" id="preview-group">Dry-run redrive of the group</button></form>"#,
@@ -231,7 +221,7 @@ pub(crate) async fn group(
             g.key
         );
     }
-    if s.role().is_some_and(|r| r.allows(Permission::Archive)) {
+    if s.allows(Permission::Archive) {
         let _ = write!(
             action,
             r#" <form method="post" action="/archive" class="inline">{}<input type="hidden" name="group" value="{}"><button type="submit" id="archive-group">Archive the group</button></form>"#,
@@ -258,12 +248,7 @@ pub(crate) async fn group(
     Ok(Html(html::page(&format!("Group {}", g.key), &s, &body)).into_response())
 }
 
-pub(crate) async fn archived(
-    state: State,
-    Extension(s): Extension<Session>,
-    RawQuery(raw): RawQuery,
-) -> Page {
-    let p = Params::query(raw.as_deref());
+pub(crate) async fn archived(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
     let mut q = query_of(&p).or_failure(&s)?;
     q.archived = true;
     q.filter.include_redriven = true;
@@ -274,7 +259,7 @@ pub(crate) async fn archived(
         state.parking.lot().purgeable(now)
     );
     let (total, ms, purgeable) = r.or_failure(&s)?;
-    let purge = if s.role().is_some_and(|r| r.allows(Permission::Purge)) {
+    let purge = if s.allows(Permission::Purge) {
         format!(
             r#"<form method="post" action="/purge" class="inline">{}<button type="submit" id="purge" {}>Purge {purgeable} message(s) past retention</button></form>"#,
             html::csrf_field(&s),

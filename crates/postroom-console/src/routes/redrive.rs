@@ -220,7 +220,7 @@ pub(crate) async fn show(
     let final_ = status.control.as_ref().is_none_or(|c| c.state.is_final());
     let joined = status.control.as_ref().map_or(0, |c| c.joined);
     let mut buttons = String::new();
-    if !final_ && s.role().is_some_and(|r| r.allows(Permission::Redrive)) {
+    if !final_ && s.allows(Permission::Redrive) {
         for (action, label) in [
             ("pause", "Pause"),
             ("resume", "Resume"),

@@ -1,6 +1,7 @@
 //! The demo's report, computed from the database, and its invariants.
 
 use crate::shop::ShopFacts;
+use crate::verdict::{Rows, counts};
 use postroom_core::{ParkedMessage, RetryLadder};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -198,34 +199,32 @@ impl DemoReport {
 
     /// A human summary.
     pub fn print(&self) {
+        let out = Rows { width: 27 };
         println!();
         println!("postroom demo report ({:.1} s)", self.elapsed_s);
-        crate::verdict::row(
-            27,
+        out.row(
             "orders created",
             format!(
                 "{} ({} messages incl. cancellations and poison)",
                 self.orders, self.messages
             ),
         );
-        crate::verdict::row(27, "reserved exactly once", self.reserved);
-        crate::verdict::row(
-            27,
+        out.row("reserved exactly once", self.reserved);
+        out.row(
             "rejected (out of stock)",
             format!(
                 "{}  (business outcome via the consumer's outbox)",
                 self.rejected
             ),
         );
-        crate::verdict::row(
-            27,
+        out.row(
             "cancellations applied",
             format!(
                 "{}  (version 2 only after version 1: version guard)",
                 self.cancelled
             ),
         );
-        crate::verdict::row(27, "parked", self.parked);
+        out.row("parked", self.parked);
         for p in &self.parked_messages {
             let plural = if p.attempts == 1 { "y" } else { "ies" };
             println!(
@@ -236,14 +235,8 @@ impl DemoReport {
                 p.attempts
             );
         }
-        let stages: Vec<String> = self
-            .retries_by_stage
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        crate::verdict::row(27, "retries by stage", stages.join(", "));
-        crate::verdict::row(
-            27,
+        out.row("retries by stage", counts(&self.retries_by_stage, ": "));
+        out.row(
             "duplicates absorbed",
             format!(
                 "{} (injected {}, the rest from redeliveries{})",
@@ -256,8 +249,7 @@ impl DemoReport {
                 }
             ),
         );
-        crate::verdict::row(
-            27,
+        out.row(
             "consumer SIGKILLed",
             format!(
                 "{} time(s) after COMMIT, before ack; order {} reserved {} time(s)",
@@ -267,18 +259,12 @@ impl DemoReport {
             ),
         );
         if let Some(m) = &self.migration {
-            let kills: Vec<String> = m
-                .overlap_kills
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            crate::verdict::row(27, "moved", format!("{} -> {}", m.from, m.to));
+            out.row("moved", format!("{} -> {}", m.from, m.to));
             for (step, at) in &m.steps {
                 println!("      {at:>6.1}s  {step}");
             }
-            crate::verdict::row(27, "killed in the overlap", kills.join(", "));
-            crate::verdict::row(
-                27,
+            out.row("killed in the overlap", counts(&m.overlap_kills, " "));
+            out.row(
                 "absorbed in the overlap",
                 format!(
                     "{} duplicate(s), same id from both brokers",
@@ -286,11 +272,13 @@ impl DemoReport {
                 ),
             );
         }
-        crate::verdict::row(27, "lost", self.lost);
-        crate::verdict::row(27, "duplicate effects", self.duplicate_effects);
-        crate::verdict::row(27, "out-of-order effects", self.order_violations);
-        crate::verdict::row(27, "stock consistent", self.stock_consistent);
-        crate::verdict::print(&self.failures);
+        out.invariants(
+            self.lost,
+            self.duplicate_effects,
+            self.order_violations,
+            self.stock_consistent,
+            &self.failures,
+        );
     }
 }
 

@@ -1,5 +1,6 @@
 //! The soak's summary, read from the databases and the parking store at the end.
 
+use crate::verdict::Rows;
 use serde::Serialize;
 
 /// The soak's summary.
@@ -57,52 +58,47 @@ impl SoakReport {
     /// A human summary.
     pub fn print(&self) {
         let r = self;
+        let out = Rows { width: 23 };
         println!();
         println!(
             "postroom soak ({:.1} s, {:.0} messages/s)",
             r.elapsed_s, r.throughput_msgs_per_s
         );
-        crate::verdict::row(
-            23,
-            "messages",
-            format!("{} ({} orders)", r.messages, r.orders),
-        );
-        crate::verdict::row(
-            23,
+        out.row("messages", format!("{} ({} orders)", r.messages, r.orders));
+        out.row(
             "kills (SIGKILL)",
             format!(
                 "{} ({} relay, {} consumer)",
                 r.kills, r.relay_kills, r.consumer_kills
             ),
         );
-        crate::verdict::row(23, "reserved", r.reserved);
-        crate::verdict::row(
-            23,
+        out.row("reserved", r.reserved);
+        out.row(
             "rejected",
             format!(
                 "{} of {} out-of-stock orders",
                 r.rejected, r.out_of_stock_orders
             ),
         );
-        crate::verdict::row(23, "cancelled", r.cancelled);
-        crate::verdict::row(
-            23,
+        out.row("cancelled", r.cancelled);
+        out.row(
             "parked",
             format!("{} ({} not poison)", r.parked, r.parked_unexpected),
         );
-        crate::verdict::row(23, "duplicates absorbed", r.duplicates_absorbed);
-        crate::verdict::row(23, "retried handler calls", r.retried_calls);
+        out.row("duplicates absorbed", r.duplicates_absorbed);
+        out.row("retried handler calls", r.retried_calls);
         if r.batch_size > 0 {
-            crate::verdict::row(
-                23,
+            out.row(
                 "largest batch",
                 format!("{} (at most {})", r.largest_batch, r.batch_size),
             );
         }
-        crate::verdict::row(23, "lost", r.lost);
-        crate::verdict::row(23, "duplicate effects", r.duplicate_effects);
-        crate::verdict::row(23, "out-of-order effects", r.order_violations);
-        crate::verdict::row(23, "stock consistent", r.stock_consistent);
-        crate::verdict::print(&r.failures);
+        out.invariants(
+            r.lost,
+            r.duplicate_effects,
+            r.order_violations,
+            r.stock_consistent,
+            &r.failures,
+        );
     }
 }

@@ -150,31 +150,28 @@ mod tests {
         }
     }
 
+    /// Route `id` of key `k` (`from_stage`: a retry copy) expecting `expected`, then place it
+    /// in `stage` and free the key.
+    fn into_stage(c: &Chains, id: MessageId, from_stage: bool, expected: Route, stage: usize) {
+        assert_eq!(
+            c.route("k", id, from_stage, fetched(id)).0,
+            expected,
+            "{id} on its way to stage {stage}"
+        );
+        c.placed("k", id, stage);
+        c.release("k");
+    }
+
     #[test]
     fn later_records_follow_the_retried_one_and_never_overtake_it() {
         let c = Chains::default();
         let (x, y) = (MessageId::new(), MessageId::new());
-        assert_eq!(c.route("k", x, false, fetched(x)).0, Route::Handle);
-        c.placed("k", x, 0);
-        c.release("k");
-        assert_eq!(
-            c.route("k", y, false, fetched(y)).0,
-            Route::Follow(0),
-            "y follows x into stage 0"
-        );
-        c.placed("k", y, 0);
-        c.release("k");
-        // x comes due, fails again, goes to stage 1.
-        assert_eq!(c.route("k", x, true, fetched(x)).0, Route::Handle);
-        c.placed("k", x, 1);
-        c.release("k");
-        assert_eq!(
-            c.route("k", y, true, fetched(y)).0,
-            Route::Follow(1),
-            "y moves behind x"
-        );
-        c.placed("k", y, 1);
-        c.release("k");
+        into_stage(&c, x, false, Route::Handle, 0);
+        // y follows x into stage 0.
+        into_stage(&c, y, false, Route::Follow(0), 0);
+        // x comes due, fails again, goes to stage 1; y moves behind it.
+        into_stage(&c, x, true, Route::Handle, 1);
+        into_stage(&c, y, true, Route::Follow(1), 1);
         assert_eq!(c.route("k", x, true, fetched(x)).0, Route::Handle);
         c.resolved("k", x);
         c.release("k");
