@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::daemon::{Daemon, get, wait_for};
+use common::daemon::{Daemon, get, on_broker, wait_for};
 use common::parking::{ParkingPlace, Running, publish_corrupt};
 use common::rabbit::RabbitWorkload;
 use std::time::Duration;
@@ -23,21 +23,7 @@ async fn ingest_moves_parked_copies_as_they_come_and_serves_metrics() {
     let d = dir.path();
     let rabbit = RabbitWorkload::start(d, "i").await;
     let url = common::amqp();
-    let ingest = Daemon::start(
-        d,
-        &[
-            "ingest",
-            "--database",
-            "p.db",
-            "--broker",
-            &url,
-            "--topology",
-            "topology.toml",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[],
-    );
+    let ingest = Daemon::start(d, &on_broker("ingest", "p.db", &url, &[]), &[]);
     let ready = format!("{}/readyz", ingest.base);
     wait_for(Duration::from_secs(30), "ingest to be ready", || {
         let ready = ready.clone();

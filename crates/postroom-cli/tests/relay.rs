@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::daemon::{Daemon, get, wait_for};
+use common::daemon::{Daemon, get, on_broker, wait_for};
 use common::{TestDb, postroom_cmd};
 use postroom_core::EnvelopeDecoder;
 use std::collections::{BTreeMap, BTreeSet};
@@ -460,19 +460,7 @@ async fn a_row_the_broker_can_never_take_is_held_with_its_reason_and_other_aggre
     let url = common::nats::url();
     let r = Daemon::start_logging(
         d,
-        &[
-            "relay",
-            "--database",
-            "app.db",
-            "--broker",
-            &url,
-            "--topology",
-            "topology.toml",
-            "--listen",
-            "127.0.0.1:0",
-            "--relay-id",
-            "big",
-        ],
+        &on_broker("relay", "app.db", &url, &["--relay-id", "big"]),
         &[],
         &log,
     );

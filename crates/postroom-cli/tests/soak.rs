@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TestDb, json_file, ok, postroom};
+use common::{TestDb, check_broker_soak, json_file, ok, postroom};
 
 fn soak(dir: &std::path::Path, database: &str) -> serde_json::Value {
     ok(&postroom(
@@ -26,23 +26,14 @@ fn soak(dir: &std::path::Path, database: &str) -> serde_json::Value {
     json_file(&dir.join("soak.json"))
 }
 
+/// What every short soak must show (nothing lost or applied twice, order kept, only poison
+/// parked, relays and consumers killed), and on top: poison really parked and the shop's
+/// books right.
 fn check(r: &serde_json::Value) {
-    assert_eq!(r["messages"], 5000);
-    assert_eq!(r["lost"], 0);
-    assert_eq!(r["duplicate_effects"], 0);
-    assert_eq!(r["order_violations"], 0);
-    assert_eq!(r["parked_unexpected"], 0, "only poison is parked");
+    check_broker_soak(r);
     assert!(
         r["parked"].as_u64().unwrap() > 0,
         "poison was produced and parked"
-    );
-    assert!(
-        r["relay_kills"].as_u64().unwrap() >= 1,
-        "a relay was killed: {r}"
-    );
-    assert!(
-        r["consumer_kills"].as_u64().unwrap() >= 1,
-        "a consumer was killed: {r}"
     );
     assert_eq!(r["rejected"], r["out_of_stock_orders"]);
     assert_eq!(r["stock_consistent"], true);

@@ -16,6 +16,7 @@ use postroom_core::{
 use postroom_kafka::KafkaTransport;
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
 use postroom_testkit::effect::VersionLog;
+use postroom_testkit::running::{spawn_ingest, spawn_workers};
 use postroom_testkit::servers::TestDb;
 use postroom_testkit::wait::eventually as wait_until;
 use std::sync::Arc;
@@ -68,15 +69,9 @@ async fn a_kafka_topic_feeds_the_inbox_table_and_workers_process_it_in_order_acr
         .await
         .unwrap();
     let (stop, rx) = watch::channel(false);
-    let ingest = {
-        let (iq, rx) = (iq.clone(), rx.clone());
-        tokio::spawn(async move { iq.ingest(sub, rx).await })
-    };
+    let ingest = spawn_ingest(&iq, sub, rx.clone());
     let handler = Arc::new(VersionLog::pausing(Duration::from_millis(10)));
-    let workers = {
-        let (iq, h) = (iq.clone(), handler.clone());
-        tokio::spawn(async move { iq.run_workers(h, rx).await })
-    };
+    let workers = spawn_workers(&iq, handler.clone(), rx);
 
     // Aggregate `late`: 1, 2, 4, 5 now, 3 later. Aggregate `never`: 1, 3 (2 never comes).
     // Aggregate `flow`: 1..=4, no gap.

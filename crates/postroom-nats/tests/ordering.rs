@@ -8,8 +8,9 @@
 mod common;
 
 use common::probe::{Mode, Probe, policy, run};
-use common::{TestNats, eventually, order};
-use postroom_core::{KeyOrdering, Ordering, OutgoingMessage, Transport};
+use common::{TestNats, eventually};
+use postroom_core::{KeyOrdering, Ordering, Transport};
+use postroom_testkit::cases::publish_versions;
 use std::time::Duration;
 
 /// The versions of each aggregate in the order they were applied (failed attempts left out).
@@ -68,18 +69,7 @@ async fn partitioned_consumers_apply_each_aggregate_in_order_even_across_a_retry
         .await,
     );
     let aggregates = ["a", "b", "c", "d", "e", "f"];
-    let publisher = transport.publisher();
-    for v in 1..=8 {
-        for a in aggregates {
-            publisher
-                .publish(&OutgoingMessage::from_envelope(
-                    &order(a, v),
-                    "order.created",
-                ))
-                .await
-                .unwrap();
-        }
-    }
+    publish_versions(transport.publisher().as_ref(), &aggregates, 1..=8).await;
     let total = aggregates.len() * 9; // 8 versions + one failed attempt of version 3
     assert!(
         eventually(Duration::from_secs(60), || async {

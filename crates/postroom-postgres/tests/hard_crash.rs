@@ -6,13 +6,15 @@
 
 mod common;
 
-use common::order;
-use postroom_core::consumer::{Consumer, ConsumerConfig};
+use common::{claim_and_apply, order};
+use postroom_core::consumer::Consumer;
 use postroom_core::{
-    EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage,
-    Subscription, async_trait,
+    Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage, Subscription, async_trait,
 };
-use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
+use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, outbox};
+use postroom_testkit::cases::assert_none_lost;
+use postroom_testkit::effects_table::EffectsTable;
+use postroom_testkit::probe::outlasting_a_crash;
 use postroom_testkit::servers::PgCluster;
 use postroom_testkit::wait::until;
 use std::collections::BTreeSet;
@@ -27,18 +29,13 @@ struct Effects {
 #[async_trait]
 impl Handler for Effects {
     async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
-        let mut tx = self.store.begin().await?;
-        if !inbox::claim(&mut tx, self.store.prefix(), "hc", m.envelope.id).await? {
-            commit(tx).await?;
-            return Ok(Handled::Duplicate);
-        }
-        sqlx::query("INSERT INTO effects (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = effects.n + 1")
-            .bind(m.envelope.id.as_uuid())
-            .execute(&mut *tx)
-            .await
-            .map_err(map_error)?;
-        commit(tx).await?;
-        Ok(Handled::Applied)
+        claim_and_apply(
+            &self.store,
+            "hc",
+            m.envelope.id,
+            "INSERT INTO effects (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = effects.n + 1",
+        )
+        .await
     }
 }
 
@@ -105,19 +102,13 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         Duration::from_secs(3),
         rx.clone(),
     );
-    let mut cfg = ConsumerConfig::new("hc", EnvelopeDecoder::new().accept("order.created", 1..=1));
+    let mut cfg = outlasting_a_crash("hc", "500ms");
     cfg.handler_timeout = Duration::from_secs(2);
-    cfg.retry = postroom_core::RetryPolicy::with_ladder("500ms".parse().unwrap());
-    cfg.retry.max_retries = 100;
-    cfg.breaker.failure_threshold = 0;
-    let consumer = Consumer::for_transport(
-        cfg,
-        Arc::new(Effects {
-            store: store.clone(),
-        }),
-        &postroom_core::Transport::capabilities(&queue),
-    )
-    .unwrap();
+    let effects = Arc::new(Effects {
+        store: store.clone(),
+    });
+    let caps = postroom_core::Transport::capabilities(&queue);
+    let consumer = Consumer::for_transport(cfg, effects, &caps).unwrap();
     let consuming = {
         let queue = queue.clone();
         tokio::spawn(async move {
@@ -169,10 +160,10 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
     producing.store(false, Ordering::SeqCst);
     let committed = producer.await.unwrap();
     let in_outbox = ids(&store, "SELECT id FROM postroom_outbox").await.unwrap();
-    let lost: Vec<_> = committed.difference(&in_outbox).collect();
-    assert!(
-        lost.is_empty(),
-        "committed outbox rows lost in the crash: {lost:?}"
+    assert_none_lost(
+        &committed,
+        &in_outbox,
+        "committed outbox rows lost in the crash",
     );
     until(
         Duration::from_secs(40),
@@ -189,16 +180,14 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         applied_ids, in_outbox,
         "exactly the committed rows were applied"
     );
-    let lost: Vec<_> = before.difference(&applied_ids).collect();
-    assert!(
-        lost.is_empty(),
-        "marked published before a crash but never applied: {lost:?}"
+    assert_none_lost(
+        &before,
+        &applied_ids,
+        "marked published before a crash but never applied",
     );
-    let twice: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE n <> 1")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_eq!(twice, 0, "each message applied exactly once");
+    EffectsTable::on(store.pool())
+        .assert_each_applied_once()
+        .await;
     eprintln!(
         "{} committed, {} marked published before a crash, all applied once",
         in_outbox.len(),

@@ -9,6 +9,7 @@ use postroom_core::{
     RetryPolicy, async_trait,
 };
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgQueue, PgStore, TablePrefix};
+use postroom_testkit::running::{spawn_ingest, spawn_workers};
 use postroom_testkit::servers::TestDb;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -152,19 +153,13 @@ async fn workers_run_in_parallel_beyond_the_subscription() {
             .unwrap();
     }
     let (stop, rx) = watch::channel(false);
-    let ingest = {
-        let (iq, rx) = (iq.clone(), rx.clone());
-        tokio::spawn(async move { iq.ingest(sub, rx).await })
-    };
+    let ingest = spawn_ingest(&iq, sub, rx.clone());
     let h = Arc::new(Recorder {
         sleep: Duration::from_millis(20),
         hold_until: 8,
         ..Recorder::default()
     });
-    let workers = {
-        let (iq, h) = (iq.clone(), h.clone());
-        tokio::spawn(async move { iq.run_workers(h, rx).await })
-    };
+    let workers = spawn_workers(&iq, h.clone(), rx);
     assert!(
         wait_for(Duration::from_secs(30), || h.count() >= 40).await,
         "all 40 handled"
@@ -219,10 +214,7 @@ async fn ordered_mode_processes_in_sequence_across_a_gap() {
         ..Recorder::default()
     });
     let (stop, rx) = watch::channel(false);
-    let workers = {
-        let (iq, h) = (iq.clone(), h.clone());
-        tokio::spawn(async move { iq.run_workers(h, rx).await })
-    };
+    let workers = spawn_workers(&iq, h.clone(), rx);
     assert!(
         wait_for(Duration::from_secs(10), || h.versions_of("k").len() == 2
             && h.versions_of("l").len() == 3)
@@ -260,10 +252,7 @@ async fn a_gap_that_never_fills_parks_the_waiting_message() {
     iq.store(&three).await.unwrap();
     let h = Arc::new(Recorder::default());
     let (stop, rx) = watch::channel(false);
-    let workers = {
-        let (iq, h) = (iq.clone(), h.clone());
-        tokio::spawn(async move { iq.run_workers(h, rx).await })
-    };
+    let workers = spawn_workers(&iq, h.clone(), rx);
     let parking = store.parking();
     let f = ParkingFilter {
         consumer: Some("gap".into()),
@@ -295,10 +284,7 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
     let h = Arc::new(Recorder::default());
     h.fail.store(true, Ordering::SeqCst);
     let (stop, rx) = watch::channel(false);
-    let workers = {
-        let (iq, h) = (iq.clone(), h.clone());
-        tokio::spawn(async move { iq.run_workers(h, rx).await })
-    };
+    let workers = spawn_workers(&iq, h.clone(), rx);
     assert!(wait_for(Duration::from_secs(5), || h.count() >= 1).await);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -375,10 +361,7 @@ async fn a_duplicate_delivery_never_brings_a_parked_row_back_only_a_redrive_does
     let msg = received("d1", 1);
     assert!(iq.store(&msg).await.unwrap(), "new");
     let (stop, rx) = watch::channel(false);
-    let workers = {
-        let iq = iq.clone();
-        tokio::spawn(async move { iq.run_workers(Arc::new(Rejects), rx).await })
-    };
+    let workers = spawn_workers(&iq, Arc::new(Rejects), rx);
     let parking = store.parking();
     let id = msg.id.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

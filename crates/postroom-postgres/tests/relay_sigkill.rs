@@ -9,6 +9,9 @@
 //! The relay processes are this test binary itself, re-run with `two_relays_one_killed_mid_batch` as the
 //! only test and the database URL in the environment.
 
+mod common;
+
+use common::claim_and_apply;
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::failpoint::{self, Action};
 use postroom_core::{
@@ -16,7 +19,7 @@ use postroom_core::{
     OutboxRelay, OutgoingMessage, Publisher, RelayConfig, Result, Transport, async_trait,
     message::headers as h,
 };
-use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, inbox, map_error, outbox};
+use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, map_error, outbox};
 use postroom_testkit::servers::TestDb;
 use postroom_testkit::wait::until as wait_until;
 use sqlx::{PgPool, Row};
@@ -114,17 +117,13 @@ struct InboxEffect {
 impl Handler for InboxEffect {
     async fn handle(&self, m: &Incoming) -> std::result::Result<Handled, HandlerError> {
         self.deliveries.lock().unwrap().push(m.envelope.id);
-        let mut tx = self.store.begin().await?;
-        if !inbox::claim(&mut tx, self.store.prefix(), "inventory", m.envelope.id).await? {
-            return Ok(Handled::Duplicate);
-        }
-        sqlx::query("INSERT INTO effects (message_id) VALUES ($1)")
-            .bind(m.envelope.id.as_uuid())
-            .execute(&mut *tx)
-            .await
-            .map_err(map_error)?;
-        commit(tx).await?;
-        Ok(Handled::Applied)
+        claim_and_apply(
+            &self.store,
+            "inventory",
+            m.envelope.id,
+            "INSERT INTO effects (message_id) VALUES ($1)",
+        )
+        .await
     }
 }
 

@@ -10,10 +10,13 @@ mod common;
 use common::node::OwnRabbit;
 use common::{TestRabbit, eventually, order};
 use postroom_core::{
-    Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
-    OutgoingMessage, Subscription, Transport, async_trait,
+    Consumer, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage, Subscription,
+    Transport, async_trait,
 };
 use postroom_sqlite::SqliteStore;
+use postroom_testkit::cases::assert_none_lost;
+use postroom_testkit::effects_table::EffectsTable;
+use postroom_testkit::probe::outlasting_a_crash;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,15 +104,12 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
         Duration::from_secs(10),
         rx.clone(),
     );
-    let mut cfg = ConsumerConfig::new("hc", EnvelopeDecoder::new().accept("order.created", 1..=1));
-    cfg.retry = postroom_core::RetryPolicy::with_ladder("1s".parse().unwrap());
-    cfg.retry.max_retries = 100;
-    cfg.breaker.failure_threshold = 0;
+    let effects = Arc::new(Effects {
+        store: store.clone(),
+    });
     let consumer = Consumer::for_transport(
-        cfg,
-        Arc::new(Effects {
-            store: store.clone(),
-        }),
+        outlasting_a_crash("hc", "1s"),
+        effects,
         &transport.capabilities(),
     )
     .unwrap();
@@ -176,16 +176,14 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
         ids(&store, applied).await.len()
     );
     let applied_ids = ids(&store, applied).await;
-    let lost: Vec<_> = confirmed_before_a_crash.difference(&applied_ids).collect();
-    assert!(
-        lost.is_empty(),
-        "confirmed before a crash but never applied: {lost:?}"
+    assert_none_lost(
+        &confirmed_before_a_crash,
+        &applied_ids,
+        "confirmed before a crash but never applied",
     );
-    let twice: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE n <> 1")
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-    assert_eq!(twice, 0, "each message applied exactly once");
+    EffectsTable::on(store.pool())
+        .assert_each_applied_once()
+        .await;
     stop.send(true).unwrap();
     relay.await.unwrap();
     consuming.await.unwrap().unwrap();

@@ -10,6 +10,7 @@ use common::{TestRabbit, eventually, order};
 use postroom_core::ordering::{VersionDecision, check_version};
 use postroom_core::{Handled, Handler, HandlerError, Incoming, OutgoingMessage, Publisher};
 use postroom_rabbitmq::{RabbitSubscriber, SubscriberOptions};
+use postroom_testkit::cases::publish_versions;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,23 +49,7 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
         }
     }
     let aggregates = ["a", "b", "c", "d", "e", "f"];
-    let publish = |from: u64, to: u64| {
-        let publisher = publisher.clone();
-        async move {
-            for v in from..=to {
-                for a in aggregates {
-                    publisher
-                        .publish(&OutgoingMessage::from_envelope(
-                            &order(a, v),
-                            "order.created",
-                        ))
-                        .await
-                        .unwrap();
-                }
-            }
-        }
-    };
-    publish(1, 10).await;
+    publish_versions(publisher.as_ref(), &aggregates, 1..=10).await;
     assert!(
         eventually(Duration::from_secs(30), || async { handled() >= 60 }).await,
         "the first 60 handled ({} so far)",
@@ -75,7 +60,7 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
     for r in first_wave {
         r.stop().await;
     }
-    publish(11, 20).await;
+    publish_versions(publisher.as_ref(), &aggregates, 11..=20).await;
     assert!(
         eventually(Duration::from_secs(30), || async { handled() >= 120 }).await,
         "all 120 handled ({} so far)",

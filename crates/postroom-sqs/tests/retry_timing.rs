@@ -14,6 +14,7 @@ use postroom_core::{
     RetryPolicy, Subscriber, Subscription, Transport,
 };
 use postroom_sqs::{SqsDelivery, SqsSubscriber};
+use postroom_testkit::cases::publish_all;
 use postroom_testkit::recording::BROKER_CLOCK_RATE;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -145,14 +146,7 @@ async fn every_receive_of_a_retried_message_comes_after_its_due_time() {
         .iter()
         .map(|e| OutgoingMessage::from_envelope(e, "order.created"))
         .collect();
-    assert!(
-        transport
-            .publisher()
-            .publish_batch(&messages)
-            .await
-            .iter()
-            .all(Result::is_ok)
-    );
+    publish_all(transport.publisher().as_ref(), &messages).await;
     assert!(
         eventually(Duration::from_secs(40), || async {
             stats.snapshot().applied == 3

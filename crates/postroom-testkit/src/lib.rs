@@ -16,6 +16,7 @@
 
 pub mod cases;
 pub mod effect;
+pub mod effects_table;
 pub mod fixture;
 pub mod probe;
 pub mod recording;

@@ -81,3 +81,32 @@ pub fn spawn_relay(
     );
     tokio::spawn(async move { relay.run(shutdown).await })
 }
+
+/// `queue`'s ingest of `sub` (each delivery stored, then acked) in the background until
+/// `shutdown`.
+#[cfg(feature = "postgres")]
+pub fn spawn_ingest<S>(
+    queue: &postroom_postgres::InboxQueue,
+    sub: S,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()>
+where
+    S: Subscriber + 'static,
+{
+    let queue = queue.clone();
+    tokio::spawn(async move { queue.ingest(sub, shutdown).await })
+}
+
+/// `queue`'s workers running `handler` in the background until `shutdown`.
+#[cfg(feature = "postgres")]
+pub fn spawn_workers<H>(
+    queue: &postroom_postgres::InboxQueue,
+    handler: Arc<H>,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()>
+where
+    H: Handler + ?Sized + 'static,
+{
+    let queue = queue.clone();
+    tokio::spawn(async move { queue.run_workers(handler, shutdown).await })
+}

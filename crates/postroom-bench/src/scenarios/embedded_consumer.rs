@@ -3,7 +3,8 @@
 //! transactions of the same shape (lease a batch, one transaction per message, delete the
 //! queue row as the ack), at the same concurrency and prefetch. Target ≥ 80 %.
 
-use super::embedded_relay::{now_ms, open};
+use super::broker::raw_inbox::effect_if_new;
+use super::embedded_relay::{alternate_on_a_fresh_file, fill, now_ms};
 use super::handler::{Progress, timed_consumer};
 use super::rate;
 use crate::Ctx;
@@ -11,7 +12,9 @@ use crate::error::{BenchError, Context};
 use crate::payload::{self, median};
 use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::CONSUMER;
-use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, Publisher, async_trait};
+use postroom_core::{
+    Envelope, Handled, Handler, HandlerError, Incoming, OutgoingMessage, Publisher, async_trait,
+};
 use postroom_sqlite::{SqliteQueue, SqliteStore, inbox};
 use sqlx::Row;
 use std::sync::Arc;
@@ -22,6 +25,23 @@ const EFFECT: &str =
     "INSERT INTO bench_effects (key, n) VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET n = n + 1";
 const POLL: Duration = Duration::from_millis(20);
 
+/// The shape of one round, the same on both sides: messages, handlers at once, prefetch and
+/// body size.
+#[derive(Clone, Copy)]
+struct Round {
+    n: usize,
+    conc: usize,
+    prefetch: usize,
+    bytes: usize,
+}
+
+impl Round {
+    /// The round's messages.
+    fn messages(&self) -> Vec<OutgoingMessage> {
+        payload::messages(0, self.n, self.bytes)
+    }
+}
+
 /// Run the pair `--rounds` times, alternating which goes first.
 pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
     let a = &ctx.args;
@@ -30,14 +50,14 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
         usize::from(a.concurrency),
         usize::from(a.prefetch),
     );
-    let (_dir, store) = open().await?;
-    let (ours, raw) = super::alternate(
-        a.rounds(),
-        async || postroom_round(&store, n, conc, prefetch, a.payload_bytes).await,
-        async || raw_round(&store, n, conc, prefetch, a.payload_bytes).await,
-    )
-    .await?;
-    store.pool().close().await;
+    let round = Round {
+        n,
+        conc,
+        prefetch,
+        bytes: a.payload_bytes,
+    };
+    let (ours, raw) =
+        alternate_on_a_fresh_file(a.rounds(), round, postroom_round, raw_round).await?;
     let load = Load::new(a.payload_bytes, conc, prefetch, 1, n);
     Ok(Measurement::new(
         "embedded_consumer_sqlite",
@@ -81,15 +101,9 @@ impl Handler for SqliteInboxHandler {
     }
 }
 
-async fn postroom_round(
-    store: &SqliteStore,
-    n: usize,
-    conc: usize,
-    prefetch: usize,
-    bytes: usize,
-) -> Result<f64, BenchError> {
+async fn postroom_round(store: &SqliteStore, round: Round) -> Result<f64, BenchError> {
     let queue = store.queue();
-    for chunk in payload::messages(0, n, bytes).chunks(1000) {
+    for chunk in round.messages().chunks(1000) {
         for r in queue.publish_batch(chunk).await {
             r.ctx("filling the embedded queue")?;
         }
@@ -102,7 +116,7 @@ async fn postroom_round(
     let queue = store
         .queue_with(
             SqliteQueue::defaults()
-                .prefetch(prefetch)
+                .prefetch(round.prefetch)
                 .poll_interval(POLL),
         )
         .ctx("queue")?;
@@ -110,41 +124,43 @@ async fn postroom_round(
         .subscribe(CONSUMER, &[crate::resources::rabbit::BINDING])
         .await
         .ctx("subscribe")?;
-    timed_consumer(handler, conc, sub, &progress, n, "embedded consumer").await
+    timed_consumer(
+        handler,
+        round.conc,
+        sub,
+        &progress,
+        round.n,
+        "embedded consumer",
+    )
+    .await
 }
 
-async fn raw_round(
-    store: &SqliteStore,
-    n: usize,
-    conc: usize,
-    prefetch: usize,
-    bytes: usize,
-) -> Result<f64, BenchError> {
-    let msgs = payload::messages(0, n, bytes);
-    for chunk in msgs.chunks(1000) {
-        let mut tx = store.begin().await.ctx("begin")?;
-        for m in chunk {
-            sqlx::query("INSERT INTO raw_queue (consumer, message_id, routing_key, headers, body, visible_at) VALUES (?, ?, ?, ?, ?, ?)")
-                .bind(CONSUMER)
-                .bind(m.id.to_string())
-                .bind(m.route.as_str())
-                .bind(serde_json::to_string(&m.headers).unwrap_or_default())
-                .bind(&m.body)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await
-                .ctx("raw fill")?;
-        }
-        tx.commit().await.ctx("commit")?;
-    }
-    let permits = Arc::new(Semaphore::new(conc));
+async fn raw_round(store: &SqliteStore, round: Round) -> Result<f64, BenchError> {
+    fill(store, &round.messages(), async |tx, m| {
+        sqlx::query("INSERT INTO raw_queue (consumer, message_id, routing_key, headers, body, visible_at) VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(CONSUMER)
+            .bind(m.id.to_string())
+            .bind(m.route.as_str())
+            .bind(serde_json::to_string(&m.headers).unwrap_or_default())
+            .bind(&m.body)
+            .bind(now_ms())
+            .execute(tx)
+            .await
+            .ctx("raw fill")
+            .map(|_| ())
+    })
+    .await?;
+    let permits = Arc::new(Semaphore::new(round.conc));
     let started = Instant::now();
-    let deadline = Instant::now() + super::timeout(n);
-    let mut tasks = Vec::with_capacity(n);
+    let deadline = Instant::now() + super::timeout(round.n);
+    let mut tasks = Vec::with_capacity(round.n);
     let mut taken = 0;
-    while taken < n {
+    while taken < round.n {
         if Instant::now() > deadline {
-            return Err(BenchError::Stalled(format!("raw took {taken} of {n}")));
+            return Err(BenchError::Stalled(format!(
+                "raw took {taken} of {}",
+                round.n
+            )));
         }
         let permit = permits.clone().acquire_owned().await.expect("open");
         let now = now_ms();
@@ -160,7 +176,7 @@ async fn raw_round(
         .bind(now + 30_000)
         .bind(CONSUMER)
         .bind(now)
-        .bind(prefetch as i64)
+        .bind(round.prefetch as i64)
         .fetch_all(&mut *tx)
         .await
         .ctx("raw lease")?;
@@ -192,7 +208,7 @@ async fn raw_round(
         t.await
             .map_err(|e| BenchError::Stalled(format!("raw task: {e}")))??;
     }
-    Ok(rate(n, started.elapsed()))
+    Ok(rate(round.n, started.elapsed()))
 }
 
 async fn raw_handle(
@@ -204,7 +220,7 @@ async fn raw_handle(
     let env: Envelope =
         serde_json::from_slice(body).map_err(|e| BenchError::Config(format!("decode: {e}")))?;
     let mut tx = store.begin().await.ctx("raw begin")?;
-    let fresh = sqlx::query(
+    let inserted = sqlx::query(
         "INSERT OR IGNORE INTO raw_inbox (consumer, message_id, processed_at) VALUES (?, ?, ?)",
     )
     .bind(CONSUMER)
@@ -212,17 +228,8 @@ async fn raw_handle(
     .bind(now_ms())
     .execute(&mut *tx)
     .await
-    .ctx("raw inbox")?
-    .rows_affected()
-        == 1;
-    if fresh {
-        sqlx::query(EFFECT)
-            .bind(&env.aggregate.id)
-            .execute(&mut *tx)
-            .await
-            .ctx("raw effect")?;
-    }
-    tx.commit().await.ctx("raw commit")?;
+    .ctx("raw inbox")?;
+    effect_if_new(tx, inserted.rows_affected(), EFFECT, &env.aggregate.id).await?;
     sqlx::query("DELETE FROM raw_queue WHERE seq = ? AND lease_token = ?")
         .bind(seq)
         .bind(token)

@@ -9,9 +9,9 @@ use crate::error::{BenchError, Context};
 use crate::payload::{self, median};
 use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::{BINDING, CONSUMER};
-use postroom_core::{OutboxRelay, OutboxStore, RelayConfig};
+use postroom_core::{OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig};
 use postroom_sqlite::{SqliteStore, outbox};
-use sqlx::Row;
+use sqlx::{Row, SqliteConnection};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,25 @@ pub async fn open() -> Result<(tempfile::TempDir, SqliteStore), BenchError> {
     Ok((dir, store))
 }
 
+/// Open a store in a fresh file ([`open`]) and run the pair `ours` and `raw` of `round` on it
+/// `rounds` times ([`super::alternate`]); each side's rates.
+pub async fn alternate_on_a_fresh_file<R: Copy>(
+    rounds: usize,
+    round: R,
+    ours: impl AsyncFn(&SqliteStore, R) -> Result<f64, BenchError>,
+    raw: impl AsyncFn(&SqliteStore, R) -> Result<f64, BenchError>,
+) -> Result<(Vec<f64>, Vec<f64>), BenchError> {
+    let (_dir, store) = open().await?;
+    let rates = super::alternate(
+        rounds,
+        async || ours(&store, round).await,
+        async || raw(&store, round).await,
+    )
+    .await?;
+    store.pool().close().await;
+    Ok(rates)
+}
+
 /// Milliseconds since the epoch.
 #[must_use]
 pub fn now_ms() -> i64 {
@@ -58,18 +77,26 @@ fn chrono_ms(t: std::time::SystemTime) -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The shape of one round, the same on both sides: messages, the relay's batch and body
+/// size.
+#[derive(Clone, Copy)]
+struct Round {
+    n: usize,
+    batch: usize,
+    bytes: usize,
+}
+
 /// Run the pair `--rounds` times, alternating which goes first.
 pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
     let a = &ctx.args;
     let (n, batch) = (a.messages(), usize::from(a.batch));
-    let (_dir, store) = open().await?;
-    let (ours, raw) = super::alternate(
-        a.rounds(),
-        async || postroom_round(&store, n, batch, a.payload_bytes).await,
-        async || raw_round(&store, n, batch, a.payload_bytes).await,
-    )
-    .await?;
-    store.pool().close().await;
+    let round = Round {
+        n,
+        batch,
+        bytes: a.payload_bytes,
+    };
+    let (ours, raw) =
+        alternate_on_a_fresh_file(a.rounds(), round, postroom_round, raw_round).await?;
     let load = Load::new(a.payload_bytes, 1, 0, batch, n);
     Ok(Measurement::new(
         "embedded_relay_sqlite",
@@ -85,24 +112,13 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
     .detail("raw_rounds", &raw))
 }
 
-async fn postroom_round(
-    store: &SqliteStore,
-    n: usize,
-    batch: usize,
-    bytes: usize,
-) -> Result<f64, BenchError> {
-    sqlx::raw_sql("DELETE FROM postroom_outbox; DELETE FROM postroom_queue;")
-        .execute(store.pool())
-        .await
-        .ctx("emptying")?;
-    let msgs = payload::messages(0, n, bytes);
-    for chunk in msgs.chunks(1000) {
-        let mut tx = store.begin().await.ctx("begin")?;
-        for m in chunk {
-            outbox::enqueue(&mut tx, m).await.ctx("enqueue")?;
-        }
-        tx.commit().await.ctx("commit")?;
-    }
+async fn postroom_round(store: &SqliteStore, round: Round) -> Result<f64, BenchError> {
+    let Round { n, batch, bytes } = round;
+    let tables = "DELETE FROM postroom_outbox; DELETE FROM postroom_queue;";
+    refill(store, tables, n, bytes, async |tx, m| {
+        outbox::enqueue(tx, m).await.ctx("enqueue")
+    })
+    .await?;
     let cfg = RelayConfig {
         relay_id: "bench".into(),
         batch_size: batch,
@@ -121,41 +137,26 @@ async fn postroom_round(
     let _ = stop.send(true);
     task.await
         .map_err(|e| BenchError::Stalled(format!("relay task: {e}")))?;
-    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM postroom_queue")
-        .fetch_one(store.pool())
-        .await
-        .ctx("count")?;
-    check(queued, n)?;
+    check(store, "SELECT COUNT(*) FROM postroom_queue", n).await?;
     Ok(per_sec)
 }
 
-async fn raw_round(
-    store: &SqliteStore,
-    n: usize,
-    batch: usize,
-    bytes: usize,
-) -> Result<f64, BenchError> {
-    let pool = store.pool();
-    sqlx::raw_sql("DELETE FROM raw_outbox; DELETE FROM raw_queue;")
-        .execute(pool)
-        .await
-        .ctx("emptying")?;
-    let msgs = payload::messages(0, n, bytes);
-    for chunk in msgs.chunks(1000) {
-        let mut tx = store.begin().await.ctx("begin")?;
-        for m in chunk {
-            sqlx::query("INSERT INTO raw_outbox (message_id, route, headers, body, aggregate_key) VALUES (?, ?, ?, ?, ?)")
-                .bind(m.id.to_string())
-                .bind(m.route.as_str())
-                .bind(serde_json::to_string(&m.headers).unwrap_or_default())
-                .bind(&m.body)
-                .bind(m.aggregate_key())
-                .execute(&mut *tx)
-                .await
-                .ctx("raw fill")?;
-        }
-        tx.commit().await.ctx("commit")?;
-    }
+async fn raw_round(store: &SqliteStore, round: Round) -> Result<f64, BenchError> {
+    let Round { n, batch, bytes } = round;
+    let tables = "DELETE FROM raw_outbox; DELETE FROM raw_queue;";
+    refill(store, tables, n, bytes, async |tx, m| {
+        sqlx::query("INSERT INTO raw_outbox (message_id, route, headers, body, aggregate_key) VALUES (?, ?, ?, ?, ?)")
+            .bind(m.id.to_string())
+            .bind(m.route.as_str())
+            .bind(serde_json::to_string(&m.headers).unwrap_or_default())
+            .bind(&m.body)
+            .bind(m.aggregate_key())
+            .execute(tx)
+            .await
+            .ctx("raw fill")
+            .map(|_| ())
+    })
+    .await?;
     let started = Instant::now();
     loop {
         let now = now_ms();
@@ -205,15 +206,48 @@ async fn raw_round(
         tx.commit().await.ctx("raw mark commit")?;
     }
     let per_sec = rate(n, started.elapsed());
-    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM raw_queue")
-        .fetch_one(pool)
-        .await
-        .ctx("count")?;
-    check(queued, n)?;
+    check(store, "SELECT COUNT(*) FROM raw_queue", n).await?;
     Ok(per_sec)
 }
 
-fn check(got: i64, n: usize) -> Result<(), BenchError> {
+/// Empty the tables `deletes` deletes from, then write `n` messages of `bytes` bytes with
+/// [`fill`].
+async fn refill(
+    store: &SqliteStore,
+    deletes: &str,
+    n: usize,
+    bytes: usize,
+    write: impl AsyncFnMut(&mut SqliteConnection, &OutgoingMessage) -> Result<(), BenchError>,
+) -> Result<(), BenchError> {
+    sqlx::raw_sql(deletes)
+        .execute(store.pool())
+        .await
+        .ctx("emptying")?;
+    fill(store, &payload::messages(0, n, bytes), write).await
+}
+
+/// Write `msgs` into `store` with `write`, a transaction for every thousand.
+pub async fn fill(
+    store: &SqliteStore,
+    msgs: &[OutgoingMessage],
+    mut write: impl AsyncFnMut(&mut SqliteConnection, &OutgoingMessage) -> Result<(), BenchError>,
+) -> Result<(), BenchError> {
+    for chunk in msgs.chunks(1000) {
+        let mut tx = store.begin().await.ctx("begin")?;
+        for m in chunk {
+            write(&mut tx, m).await?;
+        }
+        tx.commit().await.ctx("commit")?;
+    }
+    Ok(())
+}
+
+/// An error unless `count`, the count of a queue table, finds all `n` messages there.
+async fn check(store: &SqliteStore, count: &str, n: usize) -> Result<(), BenchError> {
+    let got: i64 = sqlx::query_scalar(count)
+        .fetch_one(store.pool())
+        .await
+        .ctx("count")?;
     if usize::try_from(got).unwrap_or(0) == n {
         Ok(())
     } else {

@@ -5,7 +5,7 @@
 //! The scenario itself is [`broker::relay`](super::broker::relay); here is NATS's part.
 
 use super::broker::Figure;
-use super::broker::relay::{RawRelay, RelayLoad};
+use super::broker::relay::SharedClientRelay;
 use crate::Ctx;
 use crate::error::BenchError;
 use crate::report::Measurement;
@@ -27,24 +27,13 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
 
 /// The raw publishers share one raw connection.
 #[async_trait]
-impl RawRelay for NatsWorkload {
-    type Sender = ();
-
-    async fn raw_senders(&self, load: &RelayLoad) -> Result<Vec<()>, BenchError> {
-        Ok(vec![(); load.relays])
-    }
-
-    async fn raw_send(
-        &self,
-        _: &(),
-        part: &[OutgoingMessage],
-        window: usize,
-    ) -> Result<(), BenchError> {
+impl SharedClientRelay for NatsWorkload {
+    async fn send_part(&self, part: &[OutgoingMessage], window: usize) -> Result<(), BenchError> {
         self.raw_publish(part, window).await
     }
 
     /// The work stream held them all (purged for the next round).
-    async fn check_arrived(&self, n: usize, _confirmed: Option<usize>) -> Result<(), BenchError> {
+    async fn all_arrived(&self, n: usize, _confirmed: Option<usize>) -> Result<(), BenchError> {
         let got = self.purge().await?;
         if got == n as u64 {
             Ok(())

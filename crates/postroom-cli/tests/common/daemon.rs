@@ -9,6 +9,29 @@ use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// The arguments of the daemon `command` (`relay`, `ingest`) on `database` and `broker`,
+/// with the `topology.toml` of its directory and a port the system picks, then `extra`.
+pub fn on_broker<'a>(
+    command: &'a str,
+    database: &'a str,
+    broker: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        command,
+        "--database",
+        database,
+        "--broker",
+        broker,
+        "--topology",
+        "topology.toml",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// A running command; killed on drop if still running.
 pub struct Daemon {
     child: Child,

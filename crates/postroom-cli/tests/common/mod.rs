@@ -292,8 +292,9 @@ pub async fn broker_soak(
     run_for_report(dir.path(), &args, "s.json").await
 }
 
-/// What every short soak on a broker must show: nothing lost, nothing applied twice, order
-/// kept, only poison parked, and consumers or relays really killed.
+/// What every short soak must show, on a broker or on the embedded queue: nothing lost,
+/// nothing applied twice, order kept, only poison parked, and consumers or relays really
+/// killed.
 pub fn check_broker_soak(r: &serde_json::Value) {
     assert_eq!(r["messages"], 5000);
     assert_eq!(r["lost"], 0);

@@ -191,16 +191,9 @@ pub async fn run(
     Running { stop, task }
 }
 
-/// A retry policy over `ladder` with `retries` retries, no jitter, no deadline.
-pub fn retries(ladder: &str, retries: u32) -> RetryPolicy {
-    RetryPolicy {
-        ladder: ladder.parse().unwrap(),
-        max_retries: retries,
-        max_unknown_retries: 1,
-        max_age: None,
-        jitter: 0.0,
-    }
-}
+/// A retry policy over a ladder with a number of retries, no jitter, no deadline.
+#[allow(unused_imports)]
+pub use postroom_testkit::probe::policy as retries;
 
 /// Poll `cond` every 50 ms until it holds or `within` passes.
 pub async fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {

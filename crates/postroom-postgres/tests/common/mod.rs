@@ -18,6 +18,29 @@ pub async fn fresh_store(connections: u32) -> (PgStore, TestDb) {
     (store, db)
 }
 
+/// In one transaction: claim `consumer`'s inbox row for `id` and, when it was new, run the
+/// statement `effect` with the id bound as its one parameter; commit. `Duplicate` when the
+/// inbox already held the id.
+pub async fn claim_and_apply(
+    store: &PgStore,
+    consumer: &str,
+    id: MessageId,
+    effect: &str,
+) -> Result<Handled, HandlerError> {
+    let mut tx = store.begin().await?;
+    if !postroom_postgres::inbox::claim(&mut tx, store.prefix(), consumer, id).await? {
+        postroom_postgres::commit(tx).await?;
+        return Ok(Handled::Duplicate);
+    }
+    sqlx::query(effect)
+        .bind(id.as_uuid())
+        .execute(&mut *tx)
+        .await
+        .map_err(postroom_postgres::map_error)?;
+    postroom_postgres::commit(tx).await?;
+    Ok(Handled::Applied)
+}
+
 /// An `order.created` envelope.
 pub fn order(id: &str, version: u64) -> Envelope {
     Envelope::builder("order.created", "tests")

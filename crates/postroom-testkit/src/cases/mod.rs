@@ -51,6 +51,41 @@ pub fn order(id: &str, version: u64) -> Envelope {
         .build()
 }
 
+/// Publish with `publisher`, for each of `versions` in turn, an [`order`] of every one of
+/// `aggregates` at that version (to `order.created`).
+pub async fn publish_versions<P: postroom_core::Publisher + ?Sized>(
+    publisher: &P,
+    aggregates: &[&str],
+    versions: std::ops::RangeInclusive<u64>,
+) {
+    for v in versions {
+        for a in aggregates {
+            let message =
+                postroom_core::OutgoingMessage::from_envelope(&order(a, v), "order.created");
+            publisher.publish(&message).await.expect("publish");
+        }
+    }
+}
+
+/// Fail the test, saying `what` was lost, unless every id of `expected` is in `got`.
+pub fn assert_none_lost(
+    expected: &std::collections::BTreeSet<postroom_core::MessageId>,
+    got: &std::collections::BTreeSet<postroom_core::MessageId>,
+    what: &str,
+) {
+    let lost: Vec<_> = expected.difference(got).collect();
+    assert!(lost.is_empty(), "{what}: {lost:?}");
+}
+
+/// Publish `messages` with `publisher` in one batch; every one of them must be confirmed.
+pub async fn publish_all<P: postroom_core::Publisher + ?Sized>(
+    publisher: &P,
+    messages: &[postroom_core::OutgoingMessage],
+) {
+    let results = publisher.publish_batch(messages).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+}
+
 /// The effect key the suite's handler applies for `e` (one counter per aggregate).
 pub fn effect_key(e: &Envelope) -> String {
     format!("effect:{}", e.aggregate.id)
@@ -218,6 +253,18 @@ pub async fn parked_of(b: &Arc<Backend>, consumer: &str) -> Vec<postroom_core::P
         ..ParkingFilter::default()
     };
     b.parking().search(&f, 1000).await.expect("parking search")
+}
+
+/// Assert that `p` was parked with the error code `code` after `attempts` deliveries, and
+/// that its error message mentions `says`.
+pub fn assert_parked_for(p: &postroom_core::ParkedMessage, code: &str, attempts: u32, says: &str) {
+    assert_eq!(
+        (p.error_code.as_str(), p.attempts),
+        (code, attempts),
+        "error code and attempts of the record parked for {}",
+        p.message_id
+    );
+    assert!(p.error_message.contains(says), "{}", p.error_message);
 }
 
 /// Wait up to `within` until `count` messages of `consumer` are parked (failing the test with

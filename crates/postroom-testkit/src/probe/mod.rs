@@ -9,7 +9,7 @@ pub mod runner;
 pub use crate::running::{Running, spawn};
 #[cfg(feature = "sqlite")]
 pub use inbox::store_at;
-pub use runner::{config, first_transient_retry, policy};
+pub use runner::{config, first_transient_retry, outlasting_a_crash, policy};
 
 use async_trait::async_trait;
 use postroom_core::{Handled, Handler, HandlerError, Incoming, MessageId};

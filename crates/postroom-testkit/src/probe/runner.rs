@@ -20,6 +20,16 @@ pub fn config(
     cfg
 }
 
+/// Consumer settings for `name` (accepting `order.created` v1) that outlast a server killed
+/// and started again: retries on `ladder`, up to 100 of them, and no circuit breaker.
+pub fn outlasting_a_crash(name: &str, ladder: &str) -> ConsumerConfig {
+    let mut cfg = ConsumerConfig::new(name, EnvelopeDecoder::new().accept("order.created", 1..=1));
+    cfg.retry = RetryPolicy::with_ladder(ladder.parse().unwrap());
+    cfg.retry.max_retries = 100;
+    cfg.breaker.failure_threshold = 0;
+    cfg
+}
+
 /// A policy on `ladder` with `retries` retries, no deadline and no jitter.
 pub fn policy(ladder: &str, retries: u32) -> RetryPolicy {
     RetryPolicy {

@@ -15,14 +15,18 @@ use postroom_core::{Handled, MessageId};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use std::collections::HashSet;
 
+/// The message ids of a batch's `items`, in order.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+fn ids(items: &[(MessageId, String)]) -> Vec<MessageId> {
+    items.iter().map(|(id, _)| *id).collect()
+}
+
 /// The outcome of each item of a batch whose ids the inbox claimed as `new`: applied for the
 /// first copy of a newly claimed id, a duplicate otherwise; with the effect keys of the
 /// applied items, in order.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
-fn batch_outcomes<'a>(
-    items: &'a [(MessageId, String)],
-    new: &HashSet<MessageId>,
-) -> (Vec<Handled>, Vec<&'a str>) {
+fn batch_outcomes(items: &[(MessageId, String)], new: Vec<MessageId>) -> (Vec<Handled>, Vec<&str>) {
+    let new: HashSet<MessageId> = new.into_iter().collect();
     let mut keys = Vec::new();
     let mut out = Vec::with_capacity(items.len());
     let mut applied = HashSet::new();

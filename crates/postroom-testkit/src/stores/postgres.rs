@@ -2,6 +2,7 @@
 //! parking lot under a non-default table prefix (to prove the prefix reaches every
 //! statement) and the suite's business tables.
 
+use crate::effects_table::EffectsTable;
 use crate::fixture::StoreFixture;
 use crate::servers::TestDb;
 use crate::table_queue::TableQueueFixture;
@@ -111,13 +112,9 @@ impl StoreFixture for PgFixture {
         items: &[(MessageId, String)],
     ) -> Result<Vec<Handled>> {
         let mut tx = self.store.begin().await?;
-        let ids: Vec<MessageId> = items.iter().map(|(id, _)| *id).collect();
-        let new: std::collections::HashSet<MessageId> =
-            inbox::claim_many(&mut tx, self.store.prefix(), consumer, &ids)
-                .await?
-                .into_iter()
-                .collect();
-        let (out, keys) = super::batch_outcomes(items, &new);
+        let new =
+            inbox::claim_many(&mut tx, self.store.prefix(), consumer, &super::ids(items)).await?;
+        let (out, keys) = super::batch_outcomes(items, new);
         // One statement for the effects of the whole batch.
         sqlx::query(
             "INSERT INTO effects (consumer, key, n) SELECT $1, k, count(*) FROM unnest($2::text[]) AS k GROUP BY k
@@ -133,14 +130,10 @@ impl StoreFixture for PgFixture {
     }
 
     async fn effect_count(&self, consumer: &str, key: &str) -> Result<u64> {
-        let n: Option<i64> =
-            sqlx::query_scalar("SELECT n FROM effects WHERE consumer = $1 AND key = $2")
-                .bind(consumer)
-                .bind(key)
-                .fetch_optional(self.store.pool())
-                .await
-                .map_err(map_error)?;
-        Ok(n.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+        EffectsTable::on(self.store.pool())
+            .count(consumer, key)
+            .await
+            .map_err(map_error)
     }
 }
 

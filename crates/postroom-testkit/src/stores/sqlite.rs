@@ -1,6 +1,7 @@
 //! The store half on SQLite: a temporary file with the outbox, inbox, parking lot and the
 //! suite's business tables.
 
+use crate::effects_table::EffectsTable;
 use crate::fixture::StoreFixture;
 use crate::table_queue::TableQueueFixture;
 use async_trait::async_trait;
@@ -81,12 +82,8 @@ impl StoreFixture for SqliteFixture {
         items: &[(MessageId, String)],
     ) -> Result<Vec<Handled>> {
         let mut tx = self.store.begin().await?;
-        let ids: Vec<MessageId> = items.iter().map(|(id, _)| *id).collect();
-        let new: std::collections::HashSet<MessageId> = inbox::claim_many(&mut tx, consumer, &ids)
-            .await?
-            .into_iter()
-            .collect();
-        let (out, keys) = super::batch_outcomes(items, &new);
+        let new = inbox::claim_many(&mut tx, consumer, &super::ids(items)).await?;
+        let (out, keys) = super::batch_outcomes(items, new);
         for key in keys {
             add_effect(&mut tx, consumer, key).await?;
         }
@@ -95,14 +92,10 @@ impl StoreFixture for SqliteFixture {
     }
 
     async fn effect_count(&self, consumer: &str, key: &str) -> Result<u64> {
-        let n: Option<i64> =
-            sqlx::query_scalar("SELECT n FROM effects WHERE consumer = ? AND key = ?")
-                .bind(consumer)
-                .bind(key)
-                .fetch_optional(self.store.pool())
-                .await
-                .map_err(map_error)?;
-        Ok(n.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+        EffectsTable::on(self.store.pool())
+            .count(consumer, key)
+            .await
+            .map_err(map_error)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::resources::rabbit::CONSUMER;
 use crate::scenarios::{rate, timeout};
 use futures::{Stream, StreamExt};
 use postroom_core::Envelope;
-use sqlx::PgPool;
+use sqlx::{Database, Encode, Executor, IntoArguments, PgPool, Transaction, Type};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,19 +18,36 @@ use tokio::sync::Semaphore;
 /// transaction; whether it was new.
 pub async fn apply(pool: &PgPool, env: &Envelope) -> Result<bool, BenchError> {
     let mut tx = pool.begin().await.ctx("raw begin")?;
-    let fresh = sqlx::query(
+    let inserted = sqlx::query(
         "INSERT INTO raw_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
     )
     .bind(CONSUMER)
     .bind(env.id.as_uuid())
     .execute(&mut *tx)
     .await
-    .ctx("raw inbox")?
-    .rows_affected()
-        == 1;
+    .ctx("raw inbox")?;
+    effect_if_new(tx, inserted.rows_affected(), EFFECT_SQL, &env.aggregate.id).await
+}
+
+/// The rest of a raw inbox transaction `tx` whose inbox insert took `inserted` rows: when
+/// the row was new, the business update `effect` of `aggregate`; then commit. Whether the
+/// row was new.
+pub async fn effect_if_new<DB>(
+    mut tx: Transaction<'_, DB>,
+    inserted: u64,
+    effect: &str,
+    aggregate: &str,
+) -> Result<bool, BenchError>
+where
+    DB: Database,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let fresh = inserted == 1;
     if fresh {
-        sqlx::query(EFFECT_SQL)
-            .bind(&env.aggregate.id)
+        sqlx::query(effect)
+            .bind(aggregate)
             .execute(&mut *tx)
             .await
             .ctx("raw effect")?;

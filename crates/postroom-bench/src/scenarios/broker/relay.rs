@@ -60,6 +60,39 @@ pub trait RawRelay: BrokerWorkload {
     async fn check_arrived(&self, n: usize, confirmed: Option<usize>) -> Result<(), BenchError>;
 }
 
+/// A [`RawRelay`] whose raw senders all share the workload's one client (`()` senders, one
+/// per relay): it only says how to publish a part and how to tell that every message arrived.
+#[async_trait::async_trait]
+pub trait SharedClientRelay: BrokerWorkload {
+    /// Publish `part` with the shared client, `window` in flight; every message confirmed.
+    async fn send_part(&self, part: &[OutgoingMessage], window: usize) -> Result<(), BenchError>;
+
+    /// See [`RawRelay::check_arrived`].
+    async fn all_arrived(&self, n: usize, confirmed: Option<usize>) -> Result<(), BenchError>;
+}
+
+#[async_trait::async_trait]
+impl<W: SharedClientRelay> RawRelay for W {
+    type Sender = ();
+
+    async fn raw_senders(&self, load: &RelayLoad) -> Result<Vec<()>, BenchError> {
+        Ok(vec![(); load.relays])
+    }
+
+    async fn raw_send(
+        &self,
+        _: &(),
+        part: &[OutgoingMessage],
+        window: usize,
+    ) -> Result<(), BenchError> {
+        self.send_part(part, window).await
+    }
+
+    async fn check_arrived(&self, n: usize, confirmed: Option<usize>) -> Result<(), BenchError> {
+        self.all_arrived(n, confirmed).await
+    }
+}
+
 /// The relay's publisher, counting confirmed messages so that the round can tell when it is
 /// done without asking the database (a `count(*)` every few milliseconds would take
 /// PostgreSQL's CPU away from the relay it measures).

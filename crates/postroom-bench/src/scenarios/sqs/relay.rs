@@ -10,7 +10,7 @@ use crate::error::{BenchError, Context};
 use crate::report::Measurement;
 use crate::resources::sqs::SqsWorkload;
 use crate::scenarios::broker::Figure;
-use crate::scenarios::broker::relay::{RawRelay, RelayLoad};
+use crate::scenarios::broker::relay::SharedClientRelay;
 use postroom_core::{OutgoingMessage, async_trait};
 use postroom_sqs::aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use postroom_sqs::error::sdk;
@@ -29,20 +29,9 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
 
 /// The raw senders share one client; ten messages a call, whatever the window.
 #[async_trait]
-impl RawRelay for SqsWorkload {
-    type Sender = ();
-
-    async fn raw_senders(&self, load: &RelayLoad) -> Result<Vec<()>, BenchError> {
-        Ok(vec![(); load.relays])
-    }
-
+impl SharedClientRelay for SqsWorkload {
     /// Send `part` ten at a time; every entry must succeed.
-    async fn raw_send(
-        &self,
-        _: &(),
-        part: &[OutgoingMessage],
-        _window: usize,
-    ) -> Result<(), BenchError> {
+    async fn send_part(&self, part: &[OutgoingMessage], _window: usize) -> Result<(), BenchError> {
         for chunk in part.chunks(10) {
             let mut req = self.client.send_message_batch().queue_url(&self.work_url);
             for (i, m) in chunk.iter().enumerate() {
@@ -70,7 +59,7 @@ impl RawRelay for SqsWorkload {
     }
 
     /// The work queue holds them all (SQS's figures lag: waited for).
-    async fn check_arrived(&self, n: usize, _confirmed: Option<usize>) -> Result<(), BenchError> {
+    async fn all_arrived(&self, n: usize, _confirmed: Option<usize>) -> Result<(), BenchError> {
         self.expect(n as u64).await
     }
 }
