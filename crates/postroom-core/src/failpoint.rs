@@ -101,9 +101,7 @@ mod imp {
     }
 
     fn lock() -> std::sync::MutexGuard<'static, Registry> {
-        registry()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock_unpoisoned(registry())
     }
 
     fn parse(spec: &str) -> Vec<(&'static str, Armed)> {

@@ -35,6 +35,16 @@ pub trait InboxLookup: Send + Sync {
 /// small enough that one statement's parameters stay small.
 pub const LOOKUP_CHUNK: usize = 1_000;
 
+/// The ids of a batch claim that were new (`is_new` says which), in the order given and each
+/// once however often it repeats in `ids`.
+pub fn new_in_order(ids: &[MessageId], is_new: impl Fn(&MessageId) -> bool) -> Vec<MessageId> {
+    let mut seen = std::collections::HashSet::new();
+    ids.iter()
+        .filter(|id| is_new(id) && seen.insert(**id))
+        .copied()
+        .collect()
+}
+
 /// Compile-time check that [`InboxLookup`] stays object safe.
 #[allow(dead_code)]
 fn _inbox_lookup_is_object_safe(_: &dyn InboxLookup) {}

@@ -48,6 +48,7 @@ pub mod relay;
 pub mod retry;
 pub mod sql_store;
 pub mod stats;
+pub mod sync;
 pub mod transport;
 pub mod typed;
 

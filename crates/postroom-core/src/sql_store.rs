@@ -7,6 +7,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::parking::{LastError, ParkedStatus};
 use chrono::{DateTime, Utc};
 
+/// The columns both stores select to read a [`ParkedSummary`](crate::parking::ParkedSummary).
+pub const PARKED_SUMMARY_COLUMNS: &str =
+    "consumer, message_id, message_type, error_class, error_code, error_message, parked_at, status";
+
 /// A parked message's status from its stored name ([`ParkedStatus::as_str`]).
 impl std::str::FromStr for ParkedStatus {
     type Err = String;

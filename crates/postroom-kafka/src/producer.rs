@@ -329,10 +329,7 @@ fn build(config: &KafkaConfig) -> Result<FutureProducer> {
 #[async_trait::async_trait]
 impl Publisher for KafkaProducer {
     async fn publish(&self, message: &OutgoingMessage) -> Result<()> {
-        self.publish_messages(std::slice::from_ref(message))
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result")))
+        postroom_core::transport::publish_via_batch(self, message).await
     }
 
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<Result<()>> {

@@ -338,23 +338,15 @@ pub async fn create_topics(
             n
         })
         .collect();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = admin
-        .create_topics(new.iter(), &opts)
+        .create_topics(new.iter(), &admin_options())
         .await
         .map_err(|e| kafka("creating topics", e))?;
-    for r in results {
-        match r {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((topic, code)) => {
-                return Err(Error::new(
-                    kind_of_code(code),
-                    format!("creating topic {topic}: {code}"),
-                ));
-            }
-        }
-    }
-    Ok(())
+    check_admin_results(
+        results,
+        "creating topic",
+        &[RDKafkaErrorCode::TopicAlreadyExists],
+    )
 }
 
 /// Delete `topics` (test cleanup, operators); a missing one is not an error.
@@ -366,23 +358,15 @@ pub async fn delete_topics(
         return Ok(());
     }
     let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = admin
-        .delete_topics(&names, &opts)
+        .delete_topics(&names, &admin_options())
         .await
         .map_err(|e| kafka("deleting topics", e))?;
-    for r in results {
-        match r {
-            Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
-            Err((topic, code)) => {
-                return Err(Error::new(
-                    kind_of_code(code),
-                    format!("deleting topic {topic}: {code}"),
-                ));
-            }
-        }
-    }
-    Ok(())
+    check_admin_results(
+        results,
+        "deleting topic",
+        &[RDKafkaErrorCode::UnknownTopicOrPartition],
+    )
 }
 
 /// Delete consumer groups (their committed offsets); a missing one is not an error.
@@ -394,22 +378,40 @@ pub async fn delete_groups(
         return Ok(());
     }
     let names: Vec<&str> = groups.iter().map(String::as_str).collect();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = admin
-        .delete_groups(&names, &opts)
+        .delete_groups(&names, &admin_options())
         .await
         .map_err(|e| kafka("deleting consumer groups", e))?;
+    check_admin_results(
+        results,
+        "deleting consumer group",
+        &[
+            RDKafkaErrorCode::GroupIdNotFound,
+            RDKafkaErrorCode::NotCoordinator,
+        ],
+    )
+}
+
+/// The options of the admin calls: each operation may take up to ten seconds.
+fn admin_options() -> AdminOptions {
+    AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))
+}
+
+/// The per-item results of an admin call as one: an item that failed with a code in
+/// `tolerated` counts as done, any other failure is the error, naming the item.
+fn check_admin_results(
+    results: Vec<std::result::Result<String, (String, RDKafkaErrorCode)>>,
+    doing: &str,
+    tolerated: &[RDKafkaErrorCode],
+) -> Result<()> {
     for r in results {
-        match r {
-            Ok(_)
-            | Err((_, RDKafkaErrorCode::GroupIdNotFound))
-            | Err((_, RDKafkaErrorCode::NotCoordinator)) => {}
-            Err((group, code)) => {
-                return Err(Error::new(
-                    kind_of_code(code),
-                    format!("deleting consumer group {group}: {code}"),
-                ));
-            }
+        if let Err((name, code)) = r
+            && !tolerated.contains(&code)
+        {
+            return Err(Error::new(
+                kind_of_code(code),
+                format!("{doing} {name}: {code}"),
+            ));
         }
     }
     Ok(())

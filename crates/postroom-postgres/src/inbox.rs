@@ -67,12 +67,9 @@ pub async fn claim_many(
         .pg()?
         .into_iter()
         .collect();
-    let mut seen = std::collections::HashSet::new();
-    Ok(ids
-        .iter()
-        .filter(|id| new.contains(&id.as_uuid()) && seen.insert(**id))
-        .copied()
-        .collect())
+    Ok(postroom_core::inbox::new_in_order(ids, |id| {
+        new.contains(&id.as_uuid())
+    }))
 }
 
 /// Whether `consumer` already processed `message_id` (diagnostics; use [`claim`] for

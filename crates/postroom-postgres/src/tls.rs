@@ -197,24 +197,22 @@ mod tests {
 
     #[test]
     fn require_is_verified_and_an_unstated_mode_depends_on_the_host() {
-        assert!(matches!(
-            effective_mode(Some(PgSslMode::Require), false),
-            PgSslMode::VerifyFull
-        ));
-        assert!(matches!(
-            effective_mode(Some(PgSslMode::Require), true),
-            PgSslMode::VerifyFull
-        ));
-        assert!(matches!(
-            effective_mode(Some(PgSslMode::VerifyCa), false),
-            PgSslMode::VerifyCa
-        ));
-        assert!(matches!(
-            effective_mode(Some(PgSslMode::Disable), false),
-            PgSslMode::Disable
-        ));
-        assert!(matches!(effective_mode(None, true), PgSslMode::Prefer));
-        assert!(matches!(effective_mode(None, false), PgSslMode::VerifyFull));
+        // (stated mode, local host, the mode used)
+        let cases = [
+            (Some(PgSslMode::Require), false, PgSslMode::VerifyFull),
+            (Some(PgSslMode::Require), true, PgSslMode::VerifyFull),
+            (Some(PgSslMode::VerifyCa), false, PgSslMode::VerifyCa),
+            (Some(PgSslMode::Disable), false, PgSslMode::Disable),
+            (None, true, PgSslMode::Prefer),
+            (None, false, PgSslMode::VerifyFull),
+        ];
+        for (stated, local, used) in cases {
+            assert_eq!(
+                mode_name(effective_mode(stated, local)),
+                mode_name(used),
+                "stated {stated:?}, local host {local}"
+            );
+        }
     }
 
     #[test]

@@ -278,11 +278,7 @@ impl ManagementApi {
     /// One queue; `None` when it does not exist.
     pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
         match self
-            .call(
-                Method::GET,
-                &format!("api/queues/{}/{}", self.v(), encode_segment(name)),
-                None,
-            )
+            .call(Method::GET, &self.object_path("queues", name), None)
             .await?
         {
             None => Ok(None),
@@ -305,24 +301,14 @@ impl ManagementApi {
     /// Create or replace a policy.
     pub async fn put_policy(&self, p: &PolicyInfo) -> Result<()> {
         let body = json!({"pattern": p.pattern, "apply-to": p.apply_to, "definition": p.definition, "priority": p.priority});
-        self.call(
-            Method::PUT,
-            &format!("api/policies/{}/{}", self.v(), encode_segment(&p.name)),
-            Some(body),
-        )
-        .await?;
-        Ok(())
+        self.call_object(Method::PUT, "policies", &p.name, Some(body))
+            .await
     }
 
     /// Delete a policy (absent is fine).
     pub async fn delete_policy(&self, name: &str) -> Result<()> {
-        self.call(
-            Method::DELETE,
-            &format!("api/policies/{}/{}", self.v(), encode_segment(name)),
-            None,
-        )
-        .await?;
-        Ok(())
+        self.call_object(Method::DELETE, "policies", name, None)
+            .await
     }
 
     /// Declare a durable exchange.
@@ -333,25 +319,15 @@ impl ManagementApi {
         arguments: Map<String, Value>,
     ) -> Result<()> {
         let body = json!({"type": kind, "durable": true, "auto_delete": false, "internal": false, "arguments": arguments});
-        self.call(
-            Method::PUT,
-            &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)),
-            Some(body),
-        )
-        .await?;
-        Ok(())
+        self.call_object(Method::PUT, "exchanges", name, Some(body))
+            .await
     }
 
     /// Declare a durable queue.
     pub async fn declare_queue(&self, name: &str, arguments: Map<String, Value>) -> Result<()> {
         let body = json!({"durable": true, "auto_delete": false, "arguments": arguments});
-        self.call(
-            Method::PUT,
-            &format!("api/queues/{}/{}", self.v(), encode_segment(name)),
-            Some(body),
-        )
-        .await?;
-        Ok(())
+        self.call_object(Method::PUT, "queues", name, Some(body))
+            .await
     }
 
     /// Bind `destination` (a queue, or an exchange when `to_exchange`) to `source` with `key`.
@@ -398,23 +374,32 @@ impl ManagementApi {
 
     /// Delete a queue (absent is fine).
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
-        self.call(
-            Method::DELETE,
-            &format!("api/queues/{}/{}", self.v(), encode_segment(name)),
-            None,
-        )
-        .await?;
-        Ok(())
+        self.call_object(Method::DELETE, "queues", name, None).await
     }
 
     /// Delete an exchange (absent is fine).
     pub async fn delete_exchange(&self, name: &str) -> Result<()> {
-        self.call(
-            Method::DELETE,
-            &format!("api/exchanges/{}/{}", self.v(), encode_segment(name)),
-            None,
-        )
-        .await?;
+        self.call_object(Method::DELETE, "exchanges", name, None)
+            .await
+    }
+
+    /// The API path of the vhost's object `name` in `collection` (`queues`, `exchanges`,
+    /// `policies`).
+    fn object_path(&self, collection: &str, name: &str) -> String {
+        format!("api/{collection}/{}/{}", self.v(), encode_segment(name))
+    }
+
+    /// Create or replace (`PUT`, with a body) or delete (`DELETE`, without) the vhost's
+    /// object `name` in `collection`.
+    async fn call_object(
+        &self,
+        method: Method,
+        collection: &str,
+        name: &str,
+        body: Option<Value>,
+    ) -> Result<()> {
+        self.call(method, &self.object_path(collection, name), body)
+            .await?;
         Ok(())
     }
 
@@ -461,29 +446,40 @@ impl ManagementApi {
     /// Delete every queue, exchange and policy whose name starts with `prefix` (test cleanup,
     /// decommissioning a workload). Returns how many objects were deleted.
     pub async fn delete_everything_named(&self, prefix: &str) -> Result<usize> {
+        let policy_prefix = format!("postroom:{prefix}");
+        let policies = self.policies().await?.into_iter().map(|p| p.name);
+        let mut n = self
+            .delete_each(
+                "policies",
+                policies
+                    .filter(|name| name.starts_with(prefix) || name.starts_with(&policy_prefix)),
+            )
+            .await?;
+        let queues = self.queues().await?.into_iter().map(|q| q.name);
+        n += self
+            .delete_each("queues", queues.filter(|name| name.starts_with(prefix)))
+            .await?;
+        let exchanges = self.exchanges().await?.into_iter().map(|e| e.name);
+        n += self
+            .delete_each(
+                "exchanges",
+                exchanges.filter(|name| name.starts_with(prefix)),
+            )
+            .await?;
+        Ok(n)
+    }
+
+    /// Delete the vhost's objects `names` in `collection`, one after another; returns how
+    /// many were deleted.
+    async fn delete_each(
+        &self,
+        collection: &str,
+        names: impl Iterator<Item = String>,
+    ) -> Result<usize> {
         let mut n = 0;
-        for p in self.policies().await?.into_iter().filter(|p| {
-            p.name.starts_with(prefix) || p.name.starts_with(&format!("postroom:{prefix}"))
-        }) {
-            self.delete_policy(&p.name).await?;
-            n += 1;
-        }
-        for q in self
-            .queues()
-            .await?
-            .into_iter()
-            .filter(|q| q.name.starts_with(prefix))
-        {
-            self.delete_queue(&q.name).await?;
-            n += 1;
-        }
-        for e in self
-            .exchanges()
-            .await?
-            .into_iter()
-            .filter(|e| e.name.starts_with(prefix))
-        {
-            self.delete_exchange(&e.name).await?;
+        for name in names {
+            self.call_object(Method::DELETE, collection, &name, None)
+                .await?;
             n += 1;
         }
         Ok(n)

@@ -4,7 +4,7 @@
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
 use crate::time::{ms, now_ms};
-use postroom_core::inbox::LOOKUP_CHUNK;
+use postroom_core::inbox::{LOOKUP_CHUNK, new_in_order};
 use postroom_core::{InboxLookup, MessageId, Result, async_trait};
 use sqlx::SqliteConnection;
 use std::time::Duration;
@@ -48,12 +48,7 @@ pub async fn claim_many(
         let rows: Vec<String> = q.build_query_scalar().fetch_all(&mut *conn).await.db()?;
         new.extend(rows);
     }
-    let mut seen = std::collections::HashSet::new();
-    Ok(ids
-        .iter()
-        .filter(|id| new.contains(&id.to_string()) && seen.insert(**id))
-        .copied()
-        .collect())
+    Ok(new_in_order(ids, |id| new.contains(&id.to_string())))
 }
 
 impl SqliteStore {

@@ -5,8 +5,8 @@ use crate::error::SqlxResultExt;
 use crate::time::{from_ms, now_ms};
 use chrono::{DateTime, Utc};
 use postroom_core::{
-    Error, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkingFilter, ParkingStore,
-    RedriveRun, Result, async_trait,
+    Error, ErrorClass, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkingFilter,
+    ParkingStore, RedriveRun, Result, async_trait,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
@@ -59,15 +59,30 @@ pub(crate) fn bad(what: &str, v: &str) -> Error {
     )
 }
 
+/// The message id of a parking row.
+pub(crate) fn row_message_id(row: &SqliteRow) -> Result<MessageId> {
+    let id: String = row.get("message_id");
+    id.parse().map_err(|_| bad("id", &id))
+}
+
+/// The error class of a parking row.
+pub(crate) fn row_error_class(row: &SqliteRow) -> Result<ErrorClass> {
+    let class: String = row.get("error_class");
+    class.parse().map_err(|_| bad("error class", &class))
+}
+
+/// The status of a parking row: one other than redriven reads as parked.
+pub(crate) fn row_status(row: &SqliteRow) -> ParkedStatus {
+    let status: String = row.get("status");
+    status.parse().unwrap_or(ParkedStatus::Parked)
+}
+
 /// A parked message from a row of the parking table. A status other than redriven reads as
 /// parked.
 pub(crate) fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
-    let id: String = row.get("message_id");
-    let class: String = row.get("error_class");
-    let status: String = row.get("status");
     let headers: String = row.get("headers");
     Ok(ParkedMessage {
-        message_id: id.parse().map_err(|_| bad("id", &id))?,
+        message_id: row_message_id(row)?,
         consumer: row.get("consumer"),
         consumer_version: row.get("consumer_version"),
         message_type: row.get("message_type"),
@@ -77,7 +92,7 @@ pub(crate) fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
         attempts: row.get::<i64, _>("attempts") as u32,
         first_failure_at: from_ms(row.get("first_failure_at")),
         parked_at: from_ms(row.get("parked_at")),
-        error_class: class.parse().map_err(|_| bad("error class", &class))?,
+        error_class: row_error_class(row)?,
         error_code: row.get("error_code"),
         error_message: row.get("error_message"),
         correlation_id: row.get("correlation_id"),
@@ -86,7 +101,7 @@ pub(crate) fn parked(row: &SqliteRow) -> Result<ParkedMessage> {
         producer: row.get("producer"),
         headers: serde_json::from_str(&headers).unwrap_or_default(),
         body: row.get("body"),
-        status: status.parse().unwrap_or(ParkedStatus::Parked),
+        status: row_status(row),
         redrive_count: row.get::<i64, _>("redrive_count") as u32,
     })
 }
@@ -188,8 +203,7 @@ impl ParkingStore for SqliteStore {
         limit: usize,
         operator: &str,
     ) -> Result<RedriveRun> {
-        let mut f = filter.clone();
-        f.include_redriven = false;
+        let f = filter.for_redrive();
         let id = uuid::Uuid::now_v7().to_string();
         let mut tx = self.begin().await?;
         let mut q =

@@ -7,12 +7,12 @@
 
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
-use crate::parking::{bad, parked, push_filter};
+use crate::parking::{parked, push_filter, row_error_class, row_message_id, row_status};
 use crate::time::{from_ms, now_ms};
 use chrono::{DateTime, Utc};
+use postroom_core::sql_store::PARKED_SUMMARY_COLUMNS;
 use postroom_core::{
-    MessageId, ParkedMessage, ParkedStatus, ParkedSummary, ParkingArchive, ParkingQuery, Result,
-    async_trait,
+    MessageId, ParkedMessage, ParkedSummary, ParkingArchive, ParkingQuery, Result, async_trait,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite};
@@ -51,18 +51,15 @@ fn push_query(b: &mut QueryBuilder<'_, Sqlite>, q: &ParkingQuery) {
 /// A summary from a row selected with the columns of [`ParkedSummary`]. A status other than
 /// redriven reads as parked.
 fn summary(r: &SqliteRow) -> Result<ParkedSummary> {
-    let id: String = r.get("message_id");
-    let class: String = r.get("error_class");
-    let status: String = r.get("status");
     Ok(ParkedSummary {
-        message_id: id.parse().map_err(|_| bad("id", &id))?,
+        message_id: row_message_id(r)?,
         consumer: r.get("consumer"),
         message_type: r.get("message_type"),
-        error_class: class.parse().map_err(|_| bad("error class", &class))?,
+        error_class: row_error_class(r)?,
         error_code: r.get("error_code"),
         error_message: r.get("error_message"),
         parked_at: from_ms(r.get("parked_at")),
-        status: status.parse().unwrap_or(ParkedStatus::Parked),
+        status: row_status(r),
     })
 }
 
@@ -97,8 +94,7 @@ impl ParkingArchive for SqliteStore {
     /// `limit`.
     async fn parked_summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>> {
         let mut b = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT consumer, message_id, message_type, error_class, error_code, error_message, parked_at, status
-             FROM {WITH_ARCHIVE}"
+            "SELECT {PARKED_SUMMARY_COLUMNS} FROM {WITH_ARCHIVE}"
         ));
         push_query(&mut b, q);
         b.push(" ORDER BY parked_at DESC, consumer, message_id LIMIT ")

@@ -102,10 +102,7 @@ impl SqsPublisher {
 #[async_trait::async_trait]
 impl Publisher for SqsPublisher {
     async fn publish(&self, message: &OutgoingMessage) -> Result<()> {
-        self.publish_batch(std::slice::from_ref(message))
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result")))
+        postroom_core::transport::publish_via_batch(self, message).await
     }
 
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<Result<()>> {

@@ -73,9 +73,7 @@ impl CircuitBreaker {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BreakerState> {
         // The state is a plain value: a panic elsewhere cannot leave it half-written.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock_unpoisoned(&self.state)
     }
 
     /// The state now.

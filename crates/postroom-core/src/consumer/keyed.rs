@@ -3,6 +3,7 @@
 
 use super::step::Step;
 use crate::handler::Handler;
+use crate::sync::lock_unpoisoned;
 use crate::transport::Delivery;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -52,10 +53,7 @@ impl<D: Delivery, H: Handler + ?Sized> KeyedQueues<D, H> {
     /// Run `job` after every earlier job of `key`.
     pub(super) fn dispatch(&self, key: String, job: Job<D, H>) {
         {
-            let mut map = self
-                .waiting
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut map = lock_unpoisoned(&self.waiting);
             if let Some(queue) = map.get_mut(&key) {
                 queue.push_back(job);
                 return;
@@ -67,9 +65,7 @@ impl<D: Delivery, H: Handler + ?Sized> KeyedQueues<D, H> {
             let mut job = job;
             loop {
                 job.run().await;
-                let mut map = waiting
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut map = lock_unpoisoned(&waiting);
                 match map.get_mut(&key).and_then(VecDeque::pop_front) {
                     Some(next) => job = next,
                     None => {

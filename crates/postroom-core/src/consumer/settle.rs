@@ -4,7 +4,7 @@
 
 use super::record::parked_record;
 use super::step::{Decision, Step};
-use crate::error::ErrorKind;
+use crate::error::{Error, ErrorKind};
 use crate::failpoint;
 use crate::handler::Handler;
 use crate::metrics as m;
@@ -32,17 +32,14 @@ impl<H: ?Sized> Step<H> {
                     self.stats.record_retry(plan.stage);
                     tracing::info!(attempt = plan.attempt, stage = plan.stage, delay_ms = plan.delay.as_millis() as u64, error = %plan.error_message, "retry scheduled");
                 }
-                Err((e, _back)) => {
-                    metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "retry")
-                        .increment(1);
-                    self.stats.record_settle_failure();
-                    if e.kind() == ErrorKind::Closed {
-                        // A shutdown closing the link under a retry: nothing is lost.
-                        tracing::warn!(error = %e, "retry not made, the link was closed: the transport delivers the original again");
-                    } else {
-                        tracing::error!(error = %e, "retry failed: original not acked, the transport delivers it again");
-                    }
-                }
+                // A shutdown closing the link under a retry: nothing is lost.
+                Err((e, _back)) => self.settle_failed(
+                    name,
+                    "retry",
+                    &e,
+                    "retry not made, the link was closed: the transport delivers the original again",
+                    "retry failed: original not acked, the transport delivers it again",
+                ),
             },
             Disposition::Park(reason) => {
                 let record = parked_record(&self.config, msg, decision.envelope.as_ref(), &reason);
@@ -56,16 +53,13 @@ impl<H: ?Sized> Step<H> {
                         self.stats.record_parked(&reason.error_code);
                         tracing::warn!(code = %reason.error_code, error = %reason.error_message, "message parked");
                     }
-                    Err((e, _back)) => {
-                        metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => "park")
-                            .increment(1);
-                        self.stats.record_settle_failure();
-                        if e.kind() == ErrorKind::Closed {
-                            tracing::warn!(error = %e, "not parked, the link was closed: the source keeps the message");
-                        } else {
-                            tracing::error!(error = %e, "dead-lettering failed: the source keeps the message");
-                        }
-                    }
+                    Err((e, _back)) => self.settle_failed(
+                        name,
+                        "park",
+                        &e,
+                        "not parked, the link was closed: the source keeps the message",
+                        "dead-lettering failed: the source keeps the message",
+                    ),
                 }
             }
         }
@@ -115,6 +109,25 @@ impl<H: ?Sized> Step<H> {
             }
         }
         self.gave_up_ack(closed);
+    }
+
+    /// Count and log a failed settling act `act` of consumer `name`: a warning saying
+    /// `when_closed` if the link was closed, else an error saying `otherwise`.
+    fn settle_failed(
+        &self,
+        name: String,
+        act: &'static str,
+        e: &Error,
+        when_closed: &str,
+        otherwise: &str,
+    ) {
+        metrics::counter!(m::SETTLE_FAILED, "consumer" => name, "act" => act).increment(1);
+        self.stats.record_settle_failure();
+        if e.kind() == ErrorKind::Closed {
+            tracing::warn!(error = %e, "{when_closed}");
+        } else {
+            tracing::error!(error = %e, "{otherwise}");
+        }
     }
 
     fn gave_up_ack(&self, closed: bool) {

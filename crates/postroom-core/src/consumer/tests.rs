@@ -90,6 +90,7 @@ fn decoder() -> EnvelopeDecoder {
 
 /// Records the (key, seq) it handled, sleeping longer for low sequence numbers so that
 /// an unordered loop would finish them out of order.
+#[derive(Default)]
 struct Recorder {
     seen: Mutex<Vec<(String, u64)>>,
     in_flight: Mutex<std::collections::HashMap<String, u32>>,
@@ -130,6 +131,26 @@ async fn run_to_end<H: Handler>(consumer: &Consumer<H>, sub: Memory, settle: Dur
     .expect("the loop stops after its shutdown");
 }
 
+/// Runs `consumer` over `queue` until `settle` has passed and returns how each message was
+/// settled, in settling order.
+async fn settle_all<H: Handler>(
+    consumer: &Consumer<H>,
+    queue: VecDeque<ReceivedMessage>,
+    settle: Duration,
+) -> Vec<(String, Settled)> {
+    let log = Log::default();
+    run_to_end(
+        consumer,
+        Memory {
+            queue,
+            log: log.clone(),
+        },
+        settle,
+    )
+    .await;
+    log.lock().unwrap().clone()
+}
+
 #[tokio::test]
 async fn a_dropped_shutdown_sender_stops_the_loop() {
     struct Ok_;
@@ -159,25 +180,12 @@ async fn per_key_ordering_handles_one_key_at_a_time_in_arrival_order() {
             queue.push_back(envelope_message(key, seq));
         }
     }
-    let recorder = Arc::new(Recorder {
-        seen: Mutex::default(),
-        in_flight: Mutex::default(),
-        overlap: Default::default(),
-    });
+    let recorder = Arc::new(Recorder::default());
     let mut cfg = ConsumerConfig::new("c", decoder());
     cfg.concurrency = 4;
     cfg.ordering = Ordering::PerKey;
     let consumer = Consumer::new(cfg, recorder.clone());
-    let log = Log::default();
-    run_to_end(
-        &consumer,
-        Memory {
-            queue,
-            log: log.clone(),
-        },
-        Duration::from_millis(600),
-    )
-    .await;
+    let log = settle_all(&consumer, queue, Duration::from_millis(600)).await;
     assert!(
         !recorder.overlap.load(std::sync::atomic::Ordering::SeqCst),
         "two deliveries of one key ran at once"
@@ -191,7 +199,7 @@ async fn per_key_ordering_handles_one_key_at_a_time_in_arrival_order() {
             .collect();
         assert_eq!(order, vec![1, 2, 3, 4, 5], "key {key} out of order");
     }
-    assert_eq!(log.lock().unwrap().len(), 15, "every delivery settled");
+    assert_eq!(log.len(), 15, "every delivery settled");
 }
 
 #[tokio::test]
@@ -209,17 +217,12 @@ async fn a_handler_panic_is_an_unknown_error_with_bounded_retries_then_park() {
     let first = envelope_message("p", 1);
     let mut retried = envelope_message("q", 1);
     retried.headers.insert(h::RETRY_ATTEMPT.into(), "1".into());
-    let log = Log::default();
-    run_to_end(
+    let log = settle_all(
         &consumer,
-        Memory {
-            queue: VecDeque::from([first, retried]),
-            log: log.clone(),
-        },
+        VecDeque::from([first, retried]),
         Duration::from_millis(200),
     )
     .await;
-    let log = log.lock().unwrap().clone();
     assert_eq!(log.len(), 2, "both settled: {log:?}");
     assert!(log.iter().any(|(_, s)| *s == Settled::Retry(1)), "{log:?}");
     assert!(
@@ -231,24 +234,16 @@ async fn a_handler_panic_is_an_unknown_error_with_bounded_retries_then_park() {
 
 #[tokio::test]
 async fn a_copy_at_the_crash_loop_bound_is_parked_without_handling() {
-    let recorder = Arc::new(Recorder {
-        seen: Mutex::default(),
-        in_flight: Mutex::default(),
-        overlap: Default::default(),
-    });
+    let recorder = Arc::new(Recorder::default());
     let mut cfg = ConsumerConfig::new("c", decoder());
     cfg.max_deliveries = 3;
     let consumer = Consumer::new(cfg, recorder.clone());
-    let log = Log::default();
-    run_to_end(
+    let log = settle_all(
         &consumer,
-        Memory {
-            queue: VecDeque::from([
-                envelope_message("x", 1).deliveries(2),
-                envelope_message("y", 1).deliveries(3),
-            ]),
-            log: log.clone(),
-        },
+        VecDeque::from([
+            envelope_message("x", 1).deliveries(2),
+            envelope_message("y", 1).deliveries(3),
+        ]),
         Duration::from_millis(200),
     )
     .await;
@@ -259,9 +254,7 @@ async fn a_copy_at_the_crash_loop_bound_is_parked_without_handling() {
         "only the copy under the bound is handled"
     );
     assert!(
-        log.lock()
-            .unwrap()
-            .iter()
+        log.iter()
             .any(|(_, s)| *s == Settled::Park(crate::outcome::codes::CRASH_LOOP.into()))
     );
 }

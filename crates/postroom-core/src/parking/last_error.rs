@@ -75,9 +75,7 @@ impl MemoryLastErrors {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock_unpoisoned(&self.inner)
     }
 
     /// Records held now.

@@ -129,6 +129,15 @@ impl ParkingFilter {
             && self.until.is_none_or(|t| m.parked_at < t)
             && (self.ids.is_empty() || self.ids.contains(&m.message_id))
     }
+
+    /// This filter as a redrive applies it: messages already redriven are never selected.
+    #[must_use]
+    pub fn for_redrive(&self) -> ParkingFilter {
+        ParkingFilter {
+            include_redriven: false,
+            ..self.clone()
+        }
+    }
 }
 
 /// A recorded redrive: which messages an operator chose, and how far it got.

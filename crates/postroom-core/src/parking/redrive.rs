@@ -148,9 +148,7 @@ impl<S: ParkingStore + ?Sized, P: Publisher + ?Sized> Redriver<S, P> {
         filter: &ParkingFilter,
         limit: usize,
     ) -> Result<Vec<ParkedMessage>> {
-        let mut f = filter.clone();
-        f.include_redriven = false;
-        self.store.search(&f, limit).await
+        self.store.search(&filter.for_redrive(), limit).await
     }
 
     /// Dry run with outcomes: what `filter` selects (at most `limit`) and, for each message,

@@ -167,6 +167,12 @@ mod tests {
         }
     }
 
+    /// Checks a consumer with `ladder` (in its text form), a 5 s handler timeout and at most
+    /// 5 deliveries against `c`.
+    fn check_ladder(c: &Capabilities, ladder: &str) -> Result<()> {
+        c.check_consumer(&ladder.parse().unwrap(), Duration::from_secs(5), 5)
+    }
+
     #[test]
     fn a_ladder_with_a_stage_the_topology_lacks_is_refused_naming_both() {
         let c = caps(DelayCapability::Stages("1s".parse().unwrap()));
@@ -178,23 +184,14 @@ mod tests {
             text.contains("5s,30s,5m") && text.contains("stages: 1s"),
             "{text}"
         );
-        assert!(
-            c.check_consumer(&"1s".parse().unwrap(), Duration::from_secs(5), 5)
-                .is_ok()
-        );
+        assert!(check_ladder(&c, "1s").is_ok());
     }
 
     #[test]
     fn a_delay_over_the_maximum_is_refused() {
         let c = caps(DelayCapability::UpTo(Duration::from_secs(900)));
-        assert!(
-            c.check_consumer(&"5s,30s,20m".parse().unwrap(), Duration::from_secs(5), 5)
-                .is_err()
-        );
-        assert!(
-            c.check_consumer(&"5s,30s,15m".parse().unwrap(), Duration::from_secs(5), 5)
-                .is_ok()
-        );
+        assert!(check_ladder(&c, "5s,30s,20m").is_err());
+        assert!(check_ladder(&c, "5s,30s,15m").is_ok());
     }
 
     #[test]

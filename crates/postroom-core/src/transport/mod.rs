@@ -44,6 +44,20 @@ pub trait Publisher: Send + Sync {
     }
 }
 
+/// Publish one message through `publisher`'s batch path, for transports whose
+/// [`Publisher::publish_batch`] is the real implementation; a batch with no result is an
+/// I/O error.
+pub async fn publish_via_batch<P: Publisher + ?Sized>(
+    publisher: &P,
+    message: &OutgoingMessage,
+) -> Result<()> {
+    publisher
+        .publish_batch(std::slice::from_ref(message))
+        .await
+        .pop()
+        .unwrap_or_else(|| Err(Error::new(ErrorKind::Io, "no result")))
+}
+
 /// A message received from a transport, not yet settled. Build it with
 /// [`ReceivedMessage::new`]; fields may be added.
 #[derive(Clone, Debug)]

@@ -7,6 +7,7 @@
 use super::{PgParking, filter, limit_of, row};
 use crate::error::{SqlxResultExt, commit};
 use chrono::{DateTime, Utc};
+use postroom_core::sql_store::PARKED_SUMMARY_COLUMNS;
 use postroom_core::{
     Error, ErrorClass, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkedSummary,
     ParkingArchive, ParkingQuery, Result, async_trait,
@@ -96,8 +97,8 @@ impl ParkingArchive for PgParking {
     /// Summaries (no headers, no body) of the copies matching `q`, newest first.
     async fn parked_summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>> {
         let sql = format!(
-            "SELECT consumer, message_id, message_type, error_class, error_code, error_message, parked_at, status
-             FROM {v} ORDER BY parked_at DESC, consumer, message_id LIMIT $11",
+            "SELECT {cols} FROM {v} ORDER BY parked_at DESC, consumer, message_id LIMIT $11",
+            cols = PARKED_SUMMARY_COLUMNS,
             v = self.view_and_where()
         );
         let rows = filter::bind(sqlx::query(&sql), &q.filter)

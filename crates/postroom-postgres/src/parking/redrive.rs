@@ -31,9 +31,7 @@ pub(super) async fn create(
     limit: usize,
     operator: &str,
 ) -> Result<RedriveRun> {
-    // A redrive never selects messages already redriven.
-    let mut f = f.clone();
-    f.include_redriven = false;
+    let f = f.for_redrive();
     let id = uuid::Uuid::now_v7().to_string();
     let filter_json = serde_json::to_string(&f).unwrap_or_default();
     let mut tx = pool.begin().await.pg()?;

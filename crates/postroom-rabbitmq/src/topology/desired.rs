@@ -242,6 +242,14 @@ impl DesiredTopology {
 mod tests {
     use super::*;
 
+    /// The policy named `name` of `d` (the test fails if there is none).
+    fn policy_named<'a>(d: &'a DesiredTopology, name: &str) -> &'a PolicyInfo {
+        d.policies
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no policy {name}"))
+    }
+
     #[test]
     fn seed_topology_with_policies_not_arguments() {
         let cfg = TopologyConfig {
@@ -266,19 +274,11 @@ mod tests {
                 .iter()
                 .all(|q| q.arguments.len() == 1 && q.arguments["x-queue-type"] == "quorum")
         );
-        let p5 = d
-            .policies
-            .iter()
-            .find(|p| p.name == "postroom:inventory.orders.retry.5s")
-            .unwrap();
+        let p5 = policy_named(&d, "postroom:inventory.orders.retry.5s");
         assert_eq!(p5.pattern, "^inventory\\.orders\\.retry\\.5s$");
         assert_eq!(p5.definition["message-ttl"], 5000);
         assert_eq!(p5.definition["dead-letter-routing-key"], "inventory.orders");
-        let main = d
-            .policies
-            .iter()
-            .find(|p| p.name == "postroom:inventory.orders")
-            .unwrap();
+        let main = policy_named(&d, "postroom:inventory.orders");
         assert_eq!(main.definition["delivery-limit"], 8);
         assert_eq!(main.definition["dead-letter-strategy"], "at-least-once");
         assert_eq!(main.definition["overflow"], "reject-publish");
@@ -299,7 +299,7 @@ mod tests {
                 .count(),
             1
         );
-        let main = d.policies.iter().find(|p| p.name == "postroom:c").unwrap();
+        let main = policy_named(&d, "postroom:c");
         assert_eq!(main.definition["dead-letter-exchange"], "c.retry");
         assert_eq!(main.definition["dead-letter-routing-key"], "5s");
     }
