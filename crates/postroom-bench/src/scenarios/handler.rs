@@ -3,10 +3,7 @@
 
 use crate::resources::pg::EFFECT_SQL;
 use crate::resources::rabbit::CONSUMER;
-use postroom_core::transport::{Delivery, Handback, ReceivedMessage, Subscriber};
-use postroom_core::{
-    Envelope, Handled, Handler, HandlerError, Incoming, ParkedMessage, RetryPlan, async_trait,
-};
+use postroom_core::{Envelope, Handled, Handler, HandlerError, Incoming, Subscriber, async_trait};
 use postroom_postgres::{TablePrefix, commit, inbox, map_error};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -125,11 +122,9 @@ pub async fn timed_consumer<H: Handler + 'static, S: Subscriber>(
     who: &str,
 ) -> Result<f64, crate::BenchError> {
     let consumer = postroom_core::Consumer::new(consumer_config(concurrency), handler);
-    let settled = Arc::new(Progress::default());
-    let sub = Counted {
-        inner: sub,
-        settled: settled.clone(),
-    };
+    let book = Arc::new(super::timed::Book::default());
+    let sub = super::timed::TimedSubscriber::new(sub, book.clone());
+    let settled = book.settled();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let started = std::time::Instant::now();
     let task = tokio::spawn(async move { consumer.run(sub, stopped).await });
@@ -146,82 +141,6 @@ pub async fn timed_consumer<H: Handler + 'static, S: Subscriber>(
             settled.done(),
             progress.done()
         )))
-    }
-}
-
-/// A subscriber whose deliveries count in `settled` once they are acknowledged, retried or
-/// parked (a settle that fails hands the delivery back uncounted).
-struct Counted<S> {
-    inner: S,
-    settled: Arc<Progress>,
-}
-
-/// A delivery of [`Counted`].
-struct CountedDelivery<D> {
-    inner: D,
-    settled: Arc<Progress>,
-}
-
-impl<D: Delivery> CountedDelivery<D> {
-    fn count(settled: Arc<Progress>, r: Result<(), Handback<D>>) -> Result<(), Handback<Self>> {
-        match r {
-            Ok(()) => {
-                settled.tick();
-                Ok(())
-            }
-            Err((e, inner)) => Err((e, Self { inner, settled })),
-        }
-    }
-}
-
-#[async_trait]
-impl<D: Delivery> Delivery for CountedDelivery<D> {
-    fn message(&self) -> &ReceivedMessage {
-        self.inner.message()
-    }
-
-    async fn ack(self) -> Result<(), Handback<Self>> {
-        Self::count(self.settled, self.inner.ack().await)
-    }
-
-    async fn ack_all(batch: Vec<Self>) -> Vec<Result<(), Handback<Self>>> {
-        // The transport's own batch ack (one AMQP `multiple` ack where it can), then counted.
-        let (inner, settled): (Vec<D>, Vec<Arc<Progress>>) =
-            batch.into_iter().map(|d| (d.inner, d.settled)).unzip();
-        D::ack_all(inner)
-            .await
-            .into_iter()
-            .zip(settled)
-            .map(|(r, s)| Self::count(s, r))
-            .collect()
-    }
-
-    async fn retry(self, plan: &RetryPlan) -> Result<(), Handback<Self>> {
-        Self::count(self.settled, self.inner.retry(plan).await)
-    }
-
-    async fn park(self, record: &ParkedMessage) -> Result<(), Handback<Self>> {
-        Self::count(self.settled, self.inner.park(record).await)
-    }
-}
-
-#[async_trait]
-impl<S: Subscriber> Subscriber for Counted<S> {
-    type Delivery = CountedDelivery<S::Delivery>;
-
-    async fn next(&mut self, max_wait: Duration) -> postroom_core::Result<Option<Self::Delivery>> {
-        Ok(self
-            .inner
-            .next(max_wait)
-            .await?
-            .map(|inner| CountedDelivery {
-                inner,
-                settled: self.settled.clone(),
-            }))
-    }
-
-    async fn close(&mut self) {
-        self.inner.close().await;
     }
 }
 
@@ -258,6 +177,8 @@ pub fn consumer_config(concurrency: usize) -> postroom_core::ConsumerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use postroom_core::transport::{Delivery, Handback, ReceivedMessage};
+    use postroom_core::{ParkedMessage, RetryPlan};
     use std::collections::VecDeque;
 
     /// Hands out its messages at once; once empty, each receive waits out its whole

@@ -1,6 +1,8 @@
-//! A subscriber wrapper that watches what the broker delivers: it counts deliveries and, for
-//! retry copies, how long they spent in the delay stage compared with its delay.
+//! A subscriber wrapper that watches what the broker delivers: it counts deliveries and
+//! settled deliveries (acknowledged, retried or parked) and, for retry copies, how long they
+//! spent in the delay stage compared with its delay.
 
+use super::handler::Progress;
 use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, MessageId, ParkedMessage, ReceivedMessage, Result, RetryPlan, Subscriber, async_trait,
@@ -29,6 +31,7 @@ pub struct Arrival {
 #[derive(Debug, Default)]
 pub struct Book {
     deliveries: AtomicU64,
+    settled: Progress,
     scheduled: Mutex<HashMap<MessageId, (Instant, Instant, Duration)>>,
     arrivals: Mutex<Vec<Arrival>>,
 }
@@ -38,6 +41,13 @@ impl Book {
     #[must_use]
     pub fn deliveries(&self) -> u64 {
         self.deliveries.load(Ordering::SeqCst)
+    }
+
+    /// Deliveries settled so far: acknowledged, retried or parked (a settle that failed handed
+    /// its delivery back and does not count).
+    #[must_use]
+    pub fn settled(&self) -> &Progress {
+        &self.settled
     }
 
     /// Retry copies received so far.
@@ -94,6 +104,10 @@ impl<S: Subscriber> Subscriber for TimedSubscriber<S> {
             }
         }))
     }
+
+    async fn close(&mut self) {
+        self.inner.close().await;
+    }
 }
 
 /// A delivery that records when its retry copy was scheduled.
@@ -110,11 +124,19 @@ impl<D: Delivery> Delivery for TimedDelivery<D> {
     }
 
     async fn ack(self) -> std::result::Result<(), Handback<Self>> {
-        let book = self.book.clone();
-        self.inner
-            .ack()
+        Self::settled(self.book, self.inner.ack().await)
+    }
+
+    async fn ack_all(batch: Vec<Self>) -> Vec<std::result::Result<(), Handback<Self>>> {
+        // The transport's own batch ack (one AMQP `multiple` ack where it can), then counted.
+        let (inner, books): (Vec<D>, Vec<Arc<Book>>) =
+            batch.into_iter().map(|d| (d.inner, d.book)).unzip();
+        D::ack_all(inner)
             .await
-            .map_err(|h| Self { inner: h.1, book }.back_with(h.0))
+            .into_iter()
+            .zip(books)
+            .map(|(r, book)| Self::settled(book, r))
+            .collect()
     }
 
     async fn retry(self, plan: &RetryPlan) -> std::result::Result<(), Handback<Self>> {
@@ -128,35 +150,40 @@ impl<D: Delivery> Delivery for TimedDelivery<D> {
                 .expect("book")
                 .insert(id, (before, before, plan.stage_delay));
         }
-        match self.inner.retry(plan).await {
-            Ok(()) => {
-                if let Some(id) = id
-                    && let Some(entry) = book.scheduled.lock().expect("book").get_mut(&id)
-                {
-                    entry.1 = Instant::now();
+        let r = self.inner.retry(plan).await;
+        if let Some(id) = id {
+            let mut scheduled = book.scheduled.lock().expect("book");
+            match &r {
+                Ok(()) => {
+                    if let Some(entry) = scheduled.get_mut(&id) {
+                        entry.1 = Instant::now();
+                    }
                 }
-                Ok(())
-            }
-            Err((e, inner)) => {
-                if let Some(id) = id {
-                    book.scheduled.lock().expect("book").remove(&id);
+                Err(_) => {
+                    scheduled.remove(&id);
                 }
-                Err(Self { inner, book }.back_with(e))
             }
         }
+        Self::settled(book, r)
     }
 
     async fn park(self, record: &ParkedMessage) -> std::result::Result<(), Handback<Self>> {
-        let book = self.book.clone();
-        self.inner
-            .park(record)
-            .await
-            .map_err(|h| Self { inner: h.1, book }.back_with(h.0))
+        Self::settled(self.book, self.inner.park(record).await)
     }
 }
 
 impl<D> TimedDelivery<D> {
-    fn back_with(self, e: postroom_core::Error) -> Handback<Self> {
-        (e, self)
+    /// Count a settle that succeeded; hand a failed one back wrapped again.
+    fn settled(
+        book: Arc<Book>,
+        r: std::result::Result<(), Handback<D>>,
+    ) -> std::result::Result<(), Handback<Self>> {
+        match r {
+            Ok(()) => {
+                book.settled.tick();
+                Ok(())
+            }
+            Err((e, inner)) => Err((e, Self { inner, book })),
+        }
     }
 }
