@@ -3,6 +3,13 @@
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
+/// The SQS scenario's default messages per round. The local endpoint (moto) spends time on
+/// every message waiting in a queue at each `ReceiveMessage` — 0.47 ms per message here, so a
+/// receive of ten from a 2,000-message backlog takes 0.94 s — and a 20,000-message round
+/// measured that, for the raw loop and postroom alike, until it stalled. Real SQS has no such
+/// cost: give `--messages` there.
+pub const SQS_MESSAGES: usize = 500;
+
 /// A group of measurements that can be selected with `--scenario`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Scenario {
@@ -38,7 +45,8 @@ pub enum Scenario {
     NatsConsumer,
     /// Amazon SQS (`POSTROOM_TEST_SQS`, region and credentials from the AWS environment): the
     /// relay beside a raw SendMessageBatch loop, and the consumer with its inbox beside raw
-    /// receive + transaction + delete.
+    /// receive + transaction + delete. 500 messages a round unless `--messages` is given (the
+    /// local endpoint slows down with every message waiting in a queue).
     Sqs,
     /// Outbox in PostgreSQL to a Kafka topic (idempotent producer), beside a raw rdkafka
     /// producer loop on the same topic.
@@ -96,7 +104,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
 
-    /// Messages per throughput run (relay, consumer, embedded, e2e). Default 20000, quick 300.
+    /// Messages per throughput run (relay, consumer, embedded, e2e). Default 20000, quick 300;
+    /// the SQS scenario's default is 500 (see `sqs`).
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub messages: Option<usize>,
 
@@ -265,6 +274,13 @@ impl BenchArgs {
         self.pick(self.messages, 20_000, 300)
     }
 
+    /// Messages per round of the SQS scenario: `--messages` when given, else
+    /// [`SQS_MESSAGES`] (quick 300).
+    #[must_use]
+    pub fn sqs_messages(&self) -> usize {
+        self.pick(self.messages, SQS_MESSAGES, 300)
+    }
+
     /// Seconds of the latency run.
     #[must_use]
     pub fn latency_secs(&self) -> f64 {
@@ -328,5 +344,32 @@ impl BenchArgs {
     #[must_use]
     pub fn aggregates(&self) -> usize {
         usize::try_from(self.aggregates).unwrap_or(usize::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> BenchArgs {
+        Cli::parse_from(std::iter::once("bench").chain(args.iter().copied())).bench
+    }
+
+    /// A default SQS run must be one the local endpoint can serve: 20,000 messages stalled it
+    /// (every receive costs it time in proportion to the messages waiting).
+    #[test]
+    fn an_sqs_run_defaults_to_a_backlog_the_local_endpoint_can_serve() {
+        let full = parse(&[]);
+        assert_eq!(full.messages(), 20_000);
+        assert_eq!(full.sqs_messages(), 500);
+        assert_eq!(parse(&["--quick"]).sqs_messages(), 300);
+        assert_eq!(parse(&["--messages", "2000"]).sqs_messages(), 2000);
     }
 }

@@ -21,6 +21,11 @@ pub trait BrokerWorkload: Sized + Send + Sync {
 
     /// Close the links and delete every name the workload made.
     async fn delete(self) -> Result<(), BenchError>;
+
+    /// Messages per round of the broker's relay and consumer scenarios.
+    fn messages(args: &crate::BenchArgs) -> usize {
+        args.messages()
+    }
 }
 
 /// Where the servers are, from the environment with localhost defaults, and how postroom's

@@ -143,4 +143,8 @@ impl super::BrokerWorkload for SqsWorkload {
     async fn delete(self) -> Result<(), BenchError> {
         SqsWorkload::delete(&self).await
     }
+
+    fn messages(args: &crate::BenchArgs) -> usize {
+        args.sqs_messages()
+    }
 }

@@ -61,7 +61,7 @@ pub async fn run<W: RawConsumer>(
 ) -> Result<Measurement, BenchError> {
     let a = &ctx.args;
     let load = ConsumerLoad {
-        n: a.messages(),
+        n: W::messages(a),
         concurrency: usize::from(a.concurrency),
         prefetch: a.prefetch,
     };

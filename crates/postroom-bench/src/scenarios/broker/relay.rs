@@ -125,7 +125,7 @@ impl<P: Publisher + ?Sized> Publisher for Counting<P> {
 pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, BenchError> {
     let a = &ctx.args;
     let load = RelayLoad {
-        n: a.messages(),
+        n: W::messages(a),
         batch: usize::from(a.batch),
         relays: usize::from(a.relays),
         lanes: usize::from(a.relay_lanes),
