@@ -65,6 +65,9 @@ use std::time::Duration;
 pub struct SqliteStore {
     pool: SqlitePool,
     path: PathBuf,
+    /// The turn of the store's own hot writes in this process (see
+    /// [`SqliteStore::write_turn`]).
+    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -112,7 +115,23 @@ impl SqliteStore {
                 e
             }
         })?;
-        Ok(Self { pool, path })
+        Ok(Self {
+            pool,
+            path,
+            writer: std::sync::Arc::default(),
+        })
+    }
+
+    /// Wait for the turn of the store's own hot writes in this process (the relay's claims
+    /// and marks, the embedded queue's publishes), and hold it for one write. SQLite lets one
+    /// connection write at a time; another that tries waits in SQLite's busy handler, which
+    /// sleeps 1, 2, 5, 10… ms between tries. The relay publishes into the embedded queue
+    /// while it marks and claims; without turns one of the two slept through part of nearly
+    /// every batch, and with turns they queue in order instead. The application's
+    /// transactions ([`begin`](Self::begin)) and other processes still meet these writes in
+    /// the busy handler.
+    pub(crate) async fn write_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.writer.lock().await
     }
 
     /// The connection pool, for the application's own tables.

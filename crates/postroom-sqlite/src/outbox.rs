@@ -62,6 +62,7 @@ impl OutboxStore for SqliteStore {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<OutboxRecord>> {
+        let _turn = self.write_turn().await;
         let now = now_ms();
         // One statement: select the head of each aggregate (no earlier unpublished row of the
         // same aggregate) and lease it.
@@ -93,6 +94,7 @@ impl OutboxStore for SqliteStore {
 
     async fn mark_published(&self, _relay_id: &str, ids: &[MessageId]) -> Result<()> {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let _turn = self.write_turn().await;
         sqlx::query(
             "UPDATE postroom_outbox SET published_at = ?, locked_by = NULL, locked_until = NULL
              WHERE message_id IN (SELECT value FROM json_each(?))",
@@ -163,5 +165,55 @@ impl OutboxStore for SqliteStore {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use postroom_core::{Envelope, OutgoingMessage};
+    use std::time::Duration;
+
+    /// The relay's marks and claims wait for the turn of the store's own writes (so that they
+    /// and the queue's publishes queue in order instead of sleeping in SQLite's busy
+    /// handler), and go ahead once it is free.
+    #[tokio::test]
+    async fn marks_and_claims_wait_for_the_stores_write_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("turn.db")).await.unwrap();
+        let env = Envelope::builder("order.created", "t")
+            .aggregate("order", "o-1", 1)
+            .build();
+        let m = OutgoingMessage::from_envelope(&env, "order.created");
+        let mut tx = store.begin().await.unwrap();
+        enqueue(&mut tx, &m).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let turn = store.write_turn().await;
+        let claim = store.claim("r", 10, Duration::from_secs(30));
+        tokio::pin!(claim);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), &mut claim)
+                .await
+                .is_err(),
+            "the claim went ahead while another write held the turn"
+        );
+        drop(turn);
+        let claimed = claim.await.unwrap();
+        assert_eq!(claimed.len(), 1);
+
+        let turn = store.write_turn().await;
+        let ids = [m.id];
+        let mark = store.mark_published("r", &ids);
+        tokio::pin!(mark);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), &mut mark)
+                .await
+                .is_err(),
+            "the mark went ahead while another write held the turn"
+        );
+        drop(turn);
+        mark.await.unwrap();
+        assert_eq!(store.pending().await.unwrap(), 0);
     }
 }

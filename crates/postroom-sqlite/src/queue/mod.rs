@@ -79,6 +79,7 @@ impl SqliteQueue {
     }
 
     async fn insert_all(&self, messages: &[&OutgoingMessage]) -> Result<Vec<Result<()>>> {
+        let _turn = self.store.write_turn().await;
         let mut tx = self.store.begin().await?;
         let subs: Vec<(String, String)> =
             sqlx::query_as("SELECT consumer, pattern FROM postroom_subscriptions")
