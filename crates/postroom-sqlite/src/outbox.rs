@@ -171,8 +171,28 @@ impl OutboxStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use postroom_core::{Envelope, OutgoingMessage};
+    use postroom_core::OutgoingMessage;
+    use postroom_testkit::cases::order;
     use std::time::Duration;
+
+    /// `write` stays pending while another write holds the store's turn, and finishes once
+    /// the turn is free.
+    async fn waits_for_the_turn<T>(
+        store: &SqliteStore,
+        write: impl Future<Output = T>,
+        what: &str,
+    ) -> T {
+        let turn = store.write_turn().await;
+        tokio::pin!(write);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), &mut write)
+                .await
+                .is_err(),
+            "the {what} went ahead while another write held the turn"
+        );
+        drop(turn);
+        write.await
+    }
 
     /// The relay's marks and claims wait for the turn of the store's own writes (so that they
     /// and the queue's publishes queue in order instead of sleeping in SQLite's busy
@@ -181,39 +201,18 @@ mod tests {
     async fn marks_and_claims_wait_for_the_stores_write_turn() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("turn.db")).await.unwrap();
-        let env = Envelope::builder("order.created", "t")
-            .aggregate("order", "o-1", 1)
-            .build();
-        let m = OutgoingMessage::from_envelope(&env, "order.created");
+        let m = OutgoingMessage::from_envelope(&order("o-1", 1), "order.created");
         let mut tx = store.begin().await.unwrap();
         enqueue(&mut tx, &m).await.unwrap();
         tx.commit().await.unwrap();
 
-        let turn = store.write_turn().await;
         let claim = store.claim("r", 10, Duration::from_secs(30));
-        tokio::pin!(claim);
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), &mut claim)
-                .await
-                .is_err(),
-            "the claim went ahead while another write held the turn"
-        );
-        drop(turn);
-        let claimed = claim.await.unwrap();
+        let claimed = waits_for_the_turn(&store, claim, "claim").await.unwrap();
         assert_eq!(claimed.len(), 1);
 
-        let turn = store.write_turn().await;
         let ids = [m.id];
         let mark = store.mark_published("r", &ids);
-        tokio::pin!(mark);
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), &mut mark)
-                .await
-                .is_err(),
-            "the mark went ahead while another write held the turn"
-        );
-        drop(turn);
-        mark.await.unwrap();
+        waits_for_the_turn(&store, mark, "mark").await.unwrap();
         assert_eq!(store.pending().await.unwrap(), 0);
     }
 }
