@@ -146,11 +146,16 @@ impl KafkaConfig {
         // When librdkafka's `debug` contexts are asked for, its debug lines are what the user
         // wants to see: they stay on.
         let debugging = self.extra.iter().any(|(k, _)| k == "debug");
-        c.set_log_level(if debugging {
+        let level = if debugging {
             rdkafka::config::RDKafkaLogLevel::Debug
         } else {
             rdkafka::config::RDKafkaLogLevel::Emerg
-        });
+        };
+        // Both: rdkafka applies its level only once the client exists, and by then the
+        // client's broker threads may already have logged a refused connection at
+        // librdkafka's default level; the `log_level` property is there from the start.
+        c.set("log_level", (level as i32).to_string());
+        c.set_log_level(level);
         c
     }
 }
@@ -159,4 +164,45 @@ impl KafkaConfig {
 #[must_use]
 pub fn valid_topic_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::producer::{BaseProducer, Producer};
+
+    const CHILD: &str = "POSTROOM_KAFKA_LOG_CHILD";
+
+    /// librdkafka's own log lines never reach stderr, not even those its broker threads write
+    /// in the instant after a client is created: the level is part of the configuration the
+    /// client starts with, not only set once it exists. A broker that refuses at once (on
+    /// port 1) makes those first lines come as early as they can; the clients are created in
+    /// a child process, whose stderr is what a user of the CLI would see.
+    #[test]
+    fn clients_of_a_broker_that_refuses_write_nothing_of_their_own_to_stderr() {
+        if std::env::var_os(CHILD).is_some() {
+            let config = KafkaConfig::new("127.0.0.1:1");
+            for _ in 0..40 {
+                let producer: BaseProducer = config.client().create().expect("a client");
+                std::thread::sleep(Duration::from_millis(20));
+                producer.flush(Duration::ZERO).ok();
+            }
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "config::tests::clients_of_a_broker_that_refuses_write_nothing_of_their_own_to_stderr",
+                "--exact",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the child failed: {err}");
+        assert!(
+            !err.lines().any(|l| l.starts_with('%')),
+            "a raw librdkafka line on stderr: {err}"
+        );
+    }
 }

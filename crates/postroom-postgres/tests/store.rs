@@ -111,6 +111,9 @@ async fn claim_takes_only_the_head_of_each_aggregate() {
     ob.release("r1", rows[2].id, "broker down", Duration::from_secs(60))
         .await
         .unwrap();
+    // r2's last claim found nothing, so its next one scans only once the mark's notification
+    // has arrived or a short recheck time has passed: wait for either, as a relay does.
+    ob.wait_for_rows("r2", Duration::from_secs(2)).await;
     let next = ob.claim("r2", 10, Duration::from_secs(30)).await.unwrap();
     assert_eq!(
         next.iter().map(|r| r.id).collect::<Vec<_>>(),
