@@ -169,7 +169,7 @@ pub fn valid_topic_char(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdkafka::producer::{BaseProducer, Producer};
+    use rdkafka::producer::BaseProducer;
 
     const CHILD: &str = "POSTROOM_KAFKA_LOG_CHILD";
 
@@ -183,9 +183,8 @@ mod tests {
         if std::env::var_os(CHILD).is_some() {
             let config = KafkaConfig::new("127.0.0.1:1");
             for _ in 0..40 {
-                let producer: BaseProducer = config.client().create().expect("a client");
+                let _producer: BaseProducer = config.client().create().expect("a client");
                 std::thread::sleep(Duration::from_millis(20));
-                producer.flush(Duration::ZERO).ok();
             }
             return;
         }
