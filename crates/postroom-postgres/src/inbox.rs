@@ -10,8 +10,9 @@
 use crate::error::SqlxResultExt;
 use crate::schema::TablePrefix;
 use postroom_core::inbox::LOOKUP_CHUNK;
-use postroom_core::{InboxLookup, MessageId, Result, async_trait};
-use sqlx::{PgConnection, PgPool};
+use postroom_core::{Error, ErrorKind, InboxLookup, MessageId, Result, async_trait};
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments, Encode, Executor, PgConnection, PgPool, Postgres, Type};
 use std::time::Duration;
 
 /// Default replay window kept by [`purge`]: 14 days.
@@ -39,6 +40,117 @@ pub async fn claim(
         .await
         .pg()?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The relation an [`apply_once`] effect reads the claim from: one row when the message is
+/// new, none when it is a duplicate.
+pub const CLAIM_RELATION: &str = "postroom_claim";
+
+/// Claim `message_id` for `consumer` and apply a business effect that is one SQL statement,
+/// both in a single statement: one round trip instead of four (`BEGIN`, the claim, the
+/// effect, `COMMIT`), with the same guarantee: the inbox row and the effect commit together or
+/// not at all, and a duplicate changes nothing. For effects such as an upsert, a counter or a
+/// balance update, or an inserted row; an effect of several statements, or one that reads what
+/// it needs first, uses [`claim`] in a transaction of its own.
+///
+/// The effect reads the claim as the relation [`CLAIM_RELATION`] (`postroom_claim`), which has
+/// one row when the message is new and none for a duplicate, so it must take its rows from it:
+/// `INSERT INTO … SELECT … FROM postroom_claim`, `UPDATE … FROM postroom_claim WHERE …`,
+/// `DELETE FROM … USING postroom_claim WHERE …`. An effect that does not mention it is refused
+/// (it would run for duplicates too). `$1` and `$2` are the claim's consumer and message id;
+/// the effect's own parameters start at `$3`, bound in order with [`ApplyOnce::bind`]. The
+/// effect runs in a `WITH` clause beside the claim: it sees the tables as they were when the
+/// statement began (not the inbox row being inserted), and it may not change one row twice.
+///
+/// Run it on a pool (the statement is its own transaction) or inside the handler's transaction
+/// (pass `&mut *tx`: it then commits with the rest). Two concurrent deliveries of one id: the
+/// second waits for the first's inbox row and then claims nothing.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool, prefix: postroom_postgres::TablePrefix, id: postroom_core::MessageId) -> postroom_core::Result<()> {
+/// let applied = postroom_postgres::inbox::apply_once(
+///     &prefix,
+///     "inventory",
+///     id,
+///     "INSERT INTO stock_moves (sku, delta) SELECT $3, $4 FROM postroom_claim",
+/// )?
+/// .bind("sku-42")
+/// .bind(-1_i64)
+/// .execute(&pool)
+/// .await?;
+/// // `applied` is false for a duplicate: nothing was written.
+/// # Ok(()) }
+/// ```
+pub fn apply_once(
+    prefix: &TablePrefix,
+    consumer: &str,
+    message_id: MessageId,
+    effect: &str,
+) -> Result<ApplyOnce> {
+    let effect = effect.trim().trim_end_matches(';').trim_end();
+    if !effect.to_ascii_lowercase().contains(CLAIM_RELATION) {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "inbox::apply_once: the effect must take its rows from {CLAIM_RELATION} (one row \
+                 for a new message, none for a duplicate), or a duplicate would apply it again: {effect:?}"
+            ),
+        ));
+    }
+    let sql = format!(
+        "WITH {CLAIM_RELATION} AS (
+            INSERT INTO {prefix}inbox (consumer, message_id) VALUES ($1, $2)
+            ON CONFLICT DO NOTHING RETURNING 1),
+         postroom_effect AS ({effect})
+         SELECT count(*) FROM {CLAIM_RELATION}"
+    );
+    let mut once = ApplyOnce {
+        sql,
+        args: PgArguments::default(),
+        bind_error: None,
+    };
+    once = once.bind(consumer).bind(message_id.as_uuid());
+    Ok(once)
+}
+
+/// An inbox claim with its effect, ready to run: see [`apply_once`].
+#[derive(Debug)]
+pub struct ApplyOnce {
+    sql: String,
+    args: PgArguments,
+    bind_error: Option<String>,
+}
+
+impl ApplyOnce {
+    /// Bind the effect's next parameter (`$3`, then `$4`, …).
+    #[must_use]
+    pub fn bind<'a, T: Encode<'a, Postgres> + Type<Postgres> + 'a>(mut self, value: T) -> Self {
+        if let Err(e) = self.args.add(value)
+            && self.bind_error.is_none()
+        {
+            self.bind_error = Some(e.to_string());
+        }
+        self
+    }
+
+    /// Run the claim and the effect; `true` when the message was new (the effect applied),
+    /// `false` for a duplicate (nothing written).
+    pub async fn execute<'e, E: Executor<'e, Database = Postgres>>(
+        self,
+        executor: E,
+    ) -> Result<bool> {
+        if let Some(e) = self.bind_error {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!("inbox::apply_once: a parameter could not be encoded: {e}"),
+            ));
+        }
+        let claimed: i64 = sqlx::query_scalar_with(&self.sql, self.args)
+            .fetch_one(executor)
+            .await
+            .pg()?;
+        Ok(claimed == 1)
+    }
 }
 
 /// Claim the inbox rows of a batch inside the handler's transaction (pass `&mut *tx`), in one

@@ -752,6 +752,112 @@ async fn inbox_purge_forgets_only_ids_older_than_the_window() {
     assert!(claim(old).await, "a copy after the window is new again");
 }
 
+/// `inbox::apply_once`: the claim and a one-statement effect in one statement. A new id
+/// applies the effect once; a copy claims nothing and changes nothing; a failing effect takes
+/// the claim back with it (the next delivery applies it); concurrent copies apply it once; an
+/// effect that does not read the claim is refused before anything runs.
+#[tokio::test]
+async fn apply_once_claims_and_applies_in_one_statement() {
+    use postroom_core::InboxLookup;
+    use postroom_postgres::inbox::apply_once;
+    let (_db, s) = fresh_store().await;
+    sqlx::query("CREATE TABLE stock (sku TEXT PRIMARY KEY, n BIGINT NOT NULL CHECK (n >= 0))")
+        .execute(s.pool())
+        .await
+        .unwrap();
+    const ADD: &str = "INSERT INTO stock (sku, n) SELECT $3, $4 FROM postroom_claim
+        ON CONFLICT (sku) DO UPDATE SET n = stock.n + EXCLUDED.n;";
+    let stock = async |sku: &str| -> Option<i64> {
+        sqlx::query_scalar("SELECT n FROM stock WHERE sku = $1")
+            .bind(sku)
+            .fetch_optional(s.pool())
+            .await
+            .unwrap()
+    };
+    let add = async |id: MessageId, n: i64| {
+        apply_once(s.prefix(), "inv", id, ADD)
+            .unwrap()
+            .bind("a")
+            .bind(n)
+            .execute(s.pool())
+            .await
+    };
+
+    let first = MessageId::new();
+    assert!(add(first, 5).await.unwrap(), "a new id applies");
+    assert!(!add(first, 5).await.unwrap(), "a copy is a duplicate");
+    assert_eq!(stock("a").await, Some(5), "the copy changed nothing");
+    assert!(s.contains("inv", first).await.unwrap());
+
+    // An effect of another shape; it fails (the check): the claim goes back with it, and the
+    // next delivery of that id applies.
+    const TAKE: &str = "UPDATE stock SET n = n - $3 FROM postroom_claim WHERE sku = $4";
+    let take = async |id: MessageId, n: i64| {
+        apply_once(s.prefix(), "inv", id, TAKE)
+            .unwrap()
+            .bind(n)
+            .bind("a")
+            .execute(s.pool())
+            .await
+    };
+    let failing = MessageId::new();
+    let e = take(failing, 10).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConstraintViolation, "{e}");
+    assert!(
+        !s.contains("inv", failing).await.unwrap(),
+        "no claim without its effect"
+    );
+    assert_eq!(stock("a").await, Some(5));
+    assert!(
+        take(failing, 2).await.unwrap(),
+        "the next delivery applies it"
+    );
+    assert_eq!(stock("a").await, Some(3));
+
+    // Inside the caller's transaction: it commits, or here rolls back, with the rest.
+    let moved = MessageId::new();
+    let mut tx = s.begin().await.unwrap();
+    let applied = apply_once(s.prefix(), "inv", moved, TAKE)
+        .unwrap()
+        .bind(1_i64)
+        .bind("a")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    assert!(applied);
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        stock("a").await,
+        Some(3),
+        "rolled back with the transaction"
+    );
+    assert!(!s.contains("inv", moved).await.unwrap());
+
+    // Eight copies of one id at once: one applies.
+    let raced = MessageId::new();
+    let runs = (0..8).map(|_| add(raced, 1));
+    let applied = futures::future::join_all(runs)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|a| *a)
+        .count();
+    assert_eq!(applied, 1, "one of eight concurrent copies applies");
+    assert_eq!(stock("a").await, Some(4));
+
+    // An effect that does not read the claim would run for duplicates: refused up front.
+    let e = apply_once(
+        s.prefix(),
+        "inv",
+        MessageId::new(),
+        "UPDATE stock SET n = n + 1",
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config);
+    assert!(e.to_string().contains("postroom_claim"), "{e}");
+    assert_eq!(stock("a").await, Some(4));
+}
+
 /// Many inbox lookups at once answer exactly what one lookup at a time answers, in order,
 /// across more pairs than one statement takes: the inbox and the inbox-queue's done rows
 /// count, a queued row not yet done does not, and consumers are told apart.
