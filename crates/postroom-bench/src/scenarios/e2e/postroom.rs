@@ -1,8 +1,10 @@
 //! postroom's side of the e2e scenario: the producer writes the orders into the PostgreSQL
 //! outbox (`--batch` rows a transaction), one `OutboxRelay` sends them to the RabbitMQ work
 //! exchange, and postroom's consumer applies each with its inbox row and a counter update in
-//! one transaction: per message (`Consumer`) or many at once (`BatchConsumer`). A message that
-//! fails once is retried by the broker's delay stage; an undecodable one is parked.
+//! one transaction: per message (`Consumer`), the claim and the update as one statement
+//! (`inbox::apply_once`) or as a transaction of four (`BEGIN`, claim, update, `COMMIT`, as
+//! the raw service writes it), or many at once (`BatchConsumer`). A message that fails once is
+//! retried by the broker's delay stage; an undecodable one is parked.
 
 use super::mix::{Kind, Ledger, Mix, index_of};
 use crate::error::{BenchError, Context};
@@ -24,8 +26,10 @@ use std::time::Duration;
 /// Which consumer applies the messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// `Consumer`: one transaction per message.
+    /// `Consumer`: the inbox claim and the update in one statement (`inbox::apply_once`).
     PerMessage,
+    /// `Consumer`: `BEGIN`, the inbox claim, the update, `COMMIT`.
+    PerMessageTransaction,
     /// `BatchConsumer`: one transaction per batch.
     Batched,
 }
@@ -37,7 +41,12 @@ pub struct OrderHandler {
     prefix: TablePrefix,
     mix: Mix,
     ledger: Arc<Ledger>,
+    mode: Mode,
 }
+
+/// The counter update of [`EFFECT_SQL`](crate::resources::pg::EFFECT_SQL) taking its row from the claim (`inbox::apply_once`).
+const EFFECT_ONCE_SQL: &str = "INSERT INTO bench_effects (key, n) SELECT $3, 1 FROM postroom_claim
+    ON CONFLICT (key) DO UPDATE SET n = bench_effects.n + 1";
 
 fn index(m: &Incoming) -> Result<usize, HandlerError> {
     index_of(m).ok_or_else(|| HandlerError::permanent("bench_no_index", "no index in the data"))
@@ -56,7 +65,14 @@ impl Handler for OrderHandler {
         if let Some(e) = first_failure(m, &self.mix, i) {
             return Err(e);
         }
-        let fresh = claim_and_apply(&self.pool, &self.prefix, &m.envelope).await?;
+        let fresh = if self.mode == Mode::PerMessage {
+            inbox::apply_once(&self.prefix, CONSUMER, m.envelope.id, EFFECT_ONCE_SQL)?
+                .bind(&m.envelope.aggregate.id)
+                .execute(&self.pool)
+                .await?
+        } else {
+            claim_and_apply(&self.pool, &self.prefix, &m.envelope).await?
+        };
         if fresh {
             self.ledger.applied(i);
             Ok(Handled::Applied)
@@ -187,11 +203,12 @@ pub async fn round(
         prefix: store.prefix().clone(),
         mix,
         ledger: ledger.clone(),
+        mode: shape.mode,
     });
     let cfg = consumer_config(shape.concurrency, &shape.ladder);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let (consumer_task, stats) = match shape.mode {
-        Mode::PerMessage => {
+        Mode::PerMessage | Mode::PerMessageTransaction => {
             let c = Consumer::new(cfg, handler);
             let stats = c.stats();
             let rx = stopped.clone();
