@@ -98,38 +98,38 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         delete_published: a.relay_delete_published,
     };
     let per_shape = shape(Mode::PerMessage, conc, a.e2e_prefetch);
-    let per_tx_shape = shape(Mode::PerMessageTransaction, conc, a.e2e_prefetch);
-    let batched_shape = shape(Mode::Batched, lanes, batched_prefetch);
-    let (mut raw_f, mut per_f, mut per_tx_f, mut batched_f) = Default::default();
+    // postroom's implementations: the key of each in the JSON's consumer stats, its shape,
+    // its figures.
+    let mut ours = [
+        ("per_message", per_shape.clone(), Figures::default()),
+        (
+            "per_message_transaction",
+            shape(Mode::PerMessageTransaction, conc, a.e2e_prefetch),
+            Figures::default(),
+        ),
+        (
+            "batched",
+            shape(Mode::Batched, lanes, batched_prefetch),
+            Figures::default(),
+        ),
+    ];
+    let mut raw_f = Figures::default();
     let mut stats = serde_json::Map::new();
+    let turns = ours.len() + 1;
     for r in 0..a.rounds() {
-        for k in 0..4 {
-            match (r + k) % 4 {
+        for k in 0..turns {
+            match (r + k) % turns {
                 0 => {
                     let (elapsed, lat) =
                         raw::round(&w, &queues, &raw_pool, mix, &per_shape).await?;
                     Figures::add(&mut raw_f, mix.n, elapsed, lat);
                 }
-                1 => {
+                i => {
+                    let (key, shape, figures) = &mut ours[i - 1];
                     let acks = Acks::now(&w);
-                    let got = postroom::round(&w, &store, mix, &per_shape).await?;
-                    let json = acks.since(&w, stats_json(&got.stats));
-                    stats.insert("per_message".into(), json);
-                    Figures::add(&mut per_f, mix.n, got.elapsed, got.latencies_ms);
-                }
-                2 => {
-                    let acks = Acks::now(&w);
-                    let got = postroom::round(&w, &store, mix, &per_tx_shape).await?;
-                    let json = acks.since(&w, stats_json(&got.stats));
-                    stats.insert("per_message_transaction".into(), json);
-                    Figures::add(&mut per_tx_f, mix.n, got.elapsed, got.latencies_ms);
-                }
-                _ => {
-                    let acks = Acks::now(&w);
-                    let got = postroom::round(&w, &store, mix, &batched_shape).await?;
-                    let json = acks.since(&w, stats_json(&got.stats));
-                    stats.insert("batched".into(), json);
-                    Figures::add(&mut batched_f, mix.n, got.elapsed, got.latencies_ms);
+                    let got = postroom::round(&w, &store, mix, shape).await?;
+                    stats.insert((*key).into(), acks.since(&w, stats_json(&got.stats)));
+                    figures.add(mix.n, got.elapsed, got.latencies_ms);
                 }
             }
         }
@@ -142,12 +142,8 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     if let Err(e) = w.delete().await {
         eprintln!("postroom-bench: e2e: RabbitMQ objects named {prefix}* may be left behind: {e}");
     }
-    let (raw_s, per_s, per_tx_s, batched_s) = (
-        raw_f.summary(),
-        per_f.summary(),
-        per_tx_f.summary(),
-        batched_f.summary(),
-    );
+    let [per_s, per_tx_s, batched_s] = ours.map(|(_, _, mut f)| f.summary());
+    let raw_s = raw_f.summary();
     let workload = serde_json::json!({
         "messages": mix.n,
         "fail_once": mix.count(Kind::FailsOnce),
