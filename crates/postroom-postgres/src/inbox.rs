@@ -29,17 +29,20 @@ pub async fn claim(
     consumer: &str,
     message_id: MessageId,
 ) -> Result<bool> {
-    let sql = format!(
-        "INSERT INTO {p}inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        p = prefix
-    );
-    let done = sqlx::query(&sql)
+    let done = sqlx::query(&claim_sql(prefix))
         .bind(consumer)
         .bind(message_id.as_uuid())
         .execute(conn)
         .await
         .pg()?;
     Ok(done.rows_affected() == 1)
+}
+
+/// The claim of one id: `$1` the consumer, `$2` the message id.
+fn claim_sql(prefix: &TablePrefix) -> String {
+    format!(
+        "INSERT INTO {prefix}inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+    )
 }
 
 /// The relation an [`apply_once`] effect reads the claim from: one row when the message is
@@ -87,36 +90,56 @@ pub fn apply_once(
     message_id: MessageId,
     effect: &str,
 ) -> Result<ApplyOnce> {
-    let effect = effect.trim().trim_end_matches(';').trim_end();
-    if !effect.to_ascii_lowercase().contains(CLAIM_RELATION) {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "inbox::apply_once: the effect must take its rows from {CLAIM_RELATION} (one row \
-                 for a new message, none for a duplicate), or a duplicate would apply it again: {effect:?}"
-            ),
-        ));
+    Ok(OnceEffect::new(prefix, effect)?.apply(consumer, message_id))
+}
+
+/// An [`apply_once`] effect checked and built into its statement once (at start-up, say), to
+/// apply to each message without building or checking it again.
+#[derive(Clone, Debug)]
+pub struct OnceEffect {
+    sql: std::sync::Arc<str>,
+}
+
+impl OnceEffect {
+    /// The statement of the claim beside `effect` (see [`apply_once`]); an effect that does not
+    /// read [`CLAIM_RELATION`] is refused.
+    pub fn new(prefix: &TablePrefix, effect: &str) -> Result<Self> {
+        let effect = effect.trim().trim_end_matches(';').trim_end();
+        if !effect.to_ascii_lowercase().contains(CLAIM_RELATION) {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "inbox::apply_once: the effect must take its rows from {CLAIM_RELATION} (one row \
+                     for a new message, none for a duplicate), or a duplicate would apply it again: {effect:?}"
+                ),
+            ));
+        }
+        let sql = format!(
+            "WITH {CLAIM_RELATION} AS ({claim} RETURNING 1),
+             postroom_effect AS ({effect})
+             SELECT count(*) FROM {CLAIM_RELATION}",
+            claim = claim_sql(prefix)
+        );
+        Ok(Self { sql: sql.into() })
     }
-    let sql = format!(
-        "WITH {CLAIM_RELATION} AS (
-            INSERT INTO {prefix}inbox (consumer, message_id) VALUES ($1, $2)
-            ON CONFLICT DO NOTHING RETURNING 1),
-         postroom_effect AS ({effect})
-         SELECT count(*) FROM {CLAIM_RELATION}"
-    );
-    let mut once = ApplyOnce {
-        sql,
-        args: PgArguments::default(),
-        bind_error: None,
-    };
-    once = once.bind(consumer).bind(message_id.as_uuid());
-    Ok(once)
+
+    /// The claim of `message_id` for `consumer` with this effect, its parameters to bind.
+    #[must_use]
+    pub fn apply(&self, consumer: &str, message_id: MessageId) -> ApplyOnce {
+        ApplyOnce {
+            sql: self.sql.clone(),
+            args: PgArguments::default(),
+            bind_error: None,
+        }
+        .bind(consumer)
+        .bind(message_id.as_uuid())
+    }
 }
 
 /// An inbox claim with its effect, ready to run: see [`apply_once`].
 #[derive(Debug)]
 pub struct ApplyOnce {
-    sql: String,
+    sql: std::sync::Arc<str>,
     args: PgArguments,
     bind_error: Option<String>,
 }

@@ -856,6 +856,23 @@ async fn apply_once_claims_and_applies_in_one_statement() {
     assert_eq!(e.kind(), ErrorKind::Config);
     assert!(e.to_string().contains("postroom_claim"), "{e}");
     assert_eq!(stock("a").await, Some(4));
+
+    // Built once, applied to each message: the same claim and effect.
+    let once = postroom_postgres::inbox::OnceEffect::new(s.prefix(), ADD).unwrap();
+    let (one, two) = (MessageId::new(), MessageId::new());
+    for id in [one, two, one] {
+        once.apply("inv", id)
+            .bind("a")
+            .bind(10_i64)
+            .execute(s.pool())
+            .await
+            .unwrap();
+    }
+    assert_eq!(stock("a").await, Some(24), "two new ids, one copy");
+    assert!(
+        postroom_postgres::inbox::OnceEffect::new(s.prefix(), "DELETE FROM stock").is_err(),
+        "refused when built, before any message"
+    );
 }
 
 /// Many inbox lookups at once answer exactly what one lookup at a time answers, in order,

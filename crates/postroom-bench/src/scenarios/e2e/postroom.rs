@@ -42,6 +42,8 @@ pub struct OrderHandler {
     mix: Mix,
     ledger: Arc<Ledger>,
     mode: Mode,
+    /// The one-statement claim and update ([`Mode::PerMessage`]), built once.
+    once: inbox::OnceEffect,
 }
 
 /// The counter update of [`EFFECT_SQL`](crate::resources::pg::EFFECT_SQL) taking its row from the claim (`inbox::apply_once`).
@@ -66,7 +68,8 @@ impl Handler for OrderHandler {
             return Err(e);
         }
         let fresh = if self.mode == Mode::PerMessage {
-            inbox::apply_once(&self.prefix, CONSUMER, m.envelope.id, EFFECT_ONCE_SQL)?
+            self.once
+                .apply(CONSUMER, m.envelope.id)
                 .bind(&m.envelope.aggregate.id)
                 .execute(&self.pool)
                 .await?
@@ -204,6 +207,8 @@ pub async fn round(
         mix,
         ledger: ledger.clone(),
         mode: shape.mode,
+        once: inbox::OnceEffect::new(store.prefix(), EFFECT_ONCE_SQL)
+            .ctx("the handler's statement")?,
     });
     let cfg = consumer_config(shape.concurrency, &shape.ladder);
     let (stop, stopped) = tokio::sync::watch::channel(false);
