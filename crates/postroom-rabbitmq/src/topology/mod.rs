@@ -6,6 +6,7 @@
 //! makes them. Queues are declared with `x-queue-type` only: everything else is a policy, so
 //! an operator can change a delay or a limit without deleting a queue.
 
+#[cfg(feature = "client")]
 pub mod amqp;
 pub mod change;
 pub mod desired;
@@ -13,20 +14,24 @@ pub mod desired;
 pub use change::Change;
 pub use desired::DesiredTopology;
 
-use crate::config::TopologyConfig;
-use crate::management::ManagementApi;
-use crate::naming::ConsumerNames;
+#[cfg(feature = "client")]
+use crate::{config::TopologyConfig, management::ManagementApi, naming::ConsumerNames};
+#[cfg(feature = "client")]
 use desired::policy_name;
+#[cfg(feature = "client")]
 use postroom_core::Result;
+#[cfg(feature = "client")]
 use std::collections::BTreeSet;
 
-/// A workload's topology and the management API it is applied through.
+/// A workload's topology and the management API it is applied through (feature `client`).
+#[cfg(feature = "client")]
 #[derive(Clone, Debug)]
 pub struct Topology {
     config: TopologyConfig,
     api: ManagementApi,
 }
 
+#[cfg(feature = "client")]
 impl Topology {
     /// A topology for `config`, read and written through `api`.
     pub fn new(config: TopologyConfig, api: ManagementApi) -> Result<Self> {
@@ -240,4 +245,5 @@ impl Topology {
     }
 }
 
+#[cfg(feature = "client")]
 postroom_core::broker_topology!(Topology, Change);
