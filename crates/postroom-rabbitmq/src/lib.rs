@@ -64,6 +64,12 @@
 //! # let _ = subscriber; Ok(()) }
 //! ```
 
+/// Items of the client (feature `client`, on by default); without it, the crate is the
+/// topology file's model alone (the modules outside this macro).
+macro_rules! client {
+    ($($item:item)*) => { $( #[cfg(feature = "client")] $item )* };
+}
+
 pub mod config;
 pub mod management;
 pub mod naming;
@@ -73,49 +79,27 @@ pub use config::{ConsumerTopology, QueueType, RetryStyle, TopologyConfig};
 pub use naming::ConsumerNames;
 pub use topology::Change;
 
-// The client (feature `client`, on by default); without it, the topology file's model above.
-#[cfg(feature = "client")]
-pub mod backlog;
-#[cfg(feature = "client")]
-pub mod connection;
-#[cfg(feature = "client")]
-pub mod delivery;
-#[cfg(feature = "client")]
-pub mod error;
-#[cfg(feature = "client")]
-pub mod headers;
-#[cfg(feature = "client")]
-pub mod pipeline;
-#[cfg(feature = "client")]
-pub mod publisher;
-#[cfg(feature = "client")]
-mod retry;
-#[cfg(feature = "client")]
-pub mod stats;
-#[cfg(feature = "client")]
-pub mod subscriber;
-#[cfg(feature = "client")]
-pub mod tls;
-#[cfg(feature = "client")]
-pub mod transport;
-
-#[cfg(feature = "client")]
-pub use backlog::RabbitBacklog;
-#[cfg(feature = "client")]
-pub use connection::{Broker, BrokerOptions};
-#[cfg(feature = "client")]
-pub use delivery::RabbitDelivery;
-#[cfg(feature = "client")]
-pub use management::ManagementApi;
-#[cfg(feature = "client")]
-pub use pipeline::{PipelineStage, Tap};
-#[cfg(feature = "client")]
-pub use publisher::{ConfirmingPublisher, Outbound};
-#[cfg(feature = "client")]
-pub use stats::LinkStats;
-#[cfg(feature = "client")]
-pub use subscriber::{RabbitSubscriber, SubscriberOptions};
-#[cfg(feature = "client")]
-pub use topology::Topology;
-#[cfg(feature = "client")]
-pub use transport::RabbitTransport;
+client! {
+    pub mod backlog;
+    pub mod connection;
+    pub mod delivery;
+    pub mod error;
+    pub mod headers;
+    pub mod pipeline;
+    pub mod publisher;
+    mod retry;
+    pub mod stats;
+    pub mod subscriber;
+    pub mod tls;
+    pub mod transport;
+    pub use backlog::RabbitBacklog;
+    pub use connection::{Broker, BrokerOptions};
+    pub use delivery::RabbitDelivery;
+    pub use management::ManagementApi;
+    pub use pipeline::{PipelineStage, Tap};
+    pub use publisher::{ConfirmingPublisher, Outbound};
+    pub use stats::LinkStats;
+    pub use subscriber::{RabbitSubscriber, SubscriberOptions};
+    pub use topology::Topology;
+    pub use transport::RabbitTransport;
+}
