@@ -1,6 +1,9 @@
 //! A small client of the RabbitMQ management HTTP API: what the topology reads and writes
 //! (exchanges, queues, bindings, policies). Policies exist only there, which is why the
 //! topology goes through it rather than through AMQP x-arguments.
+//!
+//! The API's records (below) are always here, for planning against them;
+//! [`ManagementApi`], the HTTP client, comes with the feature `client`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
