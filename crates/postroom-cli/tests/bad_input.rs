@@ -104,6 +104,18 @@ fn bad_flags() {
         &["parking", "list", "--database", "mysql://h/db"],
         "unsupported database",
     );
+    // A broker's address where the database goes: said as such, not as a missing feature of
+    // a build that has the broker.
+    for (url, broker) in [
+        ("kafka://127.0.0.1:9092", "Kafka"),
+        ("amqp://guest:guest@127.0.0.1:5672/%2f", "RabbitMQ"),
+    ] {
+        refused(
+            d,
+            &["parking", "list", "--database", url],
+            &format!("is a {broker} broker, not a database: pass it as --broker"),
+        );
+    }
 }
 
 #[test]

@@ -205,18 +205,19 @@ pub trait TransportDriver: Driver {
     }
 }
 
-/// Schemes postroom knows, with the cargo feature that brings their driver: for a clear
-/// error when a build was made without it.
-const KNOWN: [(&str, &str); 9] = [
-    ("sqlite", "sqlite"),
-    ("postgres", "postgres"),
-    ("postgresql", "postgres"),
-    ("amqp", "rabbitmq"),
-    ("amqps", "rabbitmq"),
-    ("kafka", "kafka"),
-    ("nats", "nats"),
-    ("sqs", "sqs"),
-    ("sqs+fifo", "sqs"),
+/// Schemes postroom knows, with the cargo feature that brings their driver (for a clear
+/// error when a build was made without it) and, for a broker that is never a database, the
+/// broker's name (for a clear error when its address is given as the database).
+const KNOWN: [(&str, &str, Option<&str>); 9] = [
+    ("sqlite", "sqlite", None),
+    ("postgres", "postgres", None),
+    ("postgresql", "postgres", None),
+    ("amqp", "rabbitmq", Some("RabbitMQ")),
+    ("amqps", "rabbitmq", Some("RabbitMQ")),
+    ("kafka", "kafka", Some("Kafka")),
+    ("nats", "nats", Some("NATS")),
+    ("sqs", "sqs", Some("SQS")),
+    ("sqs+fifo", "sqs", Some("SQS")),
 ];
 
 /// The drivers this build has.
@@ -356,9 +357,15 @@ fn scrubbed(e: OpsError, endpoint: &Endpoint) -> OpsError {
 
 fn unknown(what: &str, endpoint: &Endpoint, built: &[&str]) -> OpsError {
     let scheme = endpoint.scheme();
-    let feature = KNOWN.iter().find(|(s, _)| *s == scheme).map(|(_, f)| *f);
-    let message = match feature {
-        Some(f) => format!(
+    let known = KNOWN.iter().find(|(s, _, _)| *s == scheme);
+    let message = match known {
+        Some((_, _, Some(broker))) if what == "database" => format!(
+            "{} is a {broker} broker, not a database: pass it as --broker; --database takes \
+             {}",
+            endpoint.redacted(),
+            or_list(&described(&["sqlite", "postgres"]))
+        ),
+        Some((_, f, _)) => format!(
             "{what} {} needs the `{f}` driver, which this build of postroom does not have \
              (rebuild with `--features {f}`)",
             endpoint.redacted()
@@ -369,21 +376,33 @@ fn unknown(what: &str, endpoint: &Endpoint, built: &[&str]) -> OpsError {
             if built.is_empty() {
                 "none (no driver features enabled)".to_string()
             } else {
-                built
-                    .iter()
-                    .map(|s| {
-                        if *s == "sqlite" {
-                            "a file path".to_string()
-                        } else {
-                            format!("{s}://")
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                described(built).join(", ")
             }
         ),
     };
     OpsError::new(OpsErrorKind::Usage, message)
+}
+
+/// How a user writes an address of each scheme.
+fn described(schemes: &[&str]) -> Vec<String> {
+    schemes
+        .iter()
+        .map(|s| {
+            if *s == "sqlite" {
+                "a SQLite file path".to_string()
+            } else {
+                format!("a {s}:// URL")
+            }
+        })
+        .collect()
+}
+
+fn or_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
 }
 
 /// Map a core error met while opening `endpoint` to an unreachable-server error that names it.
@@ -426,6 +445,34 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.message.contains("unsupported database"), "{e}");
+    }
+
+    #[test]
+    fn a_brokers_address_given_as_the_database_says_so_instead_of_asking_for_a_feature() {
+        // In a build with every driver, `--database kafka://…` was answered with "needs the
+        // `kafka` driver, which this build does not have": the build has it, as a broker.
+        for (url, broker) in [
+            ("kafka://u:pw1234@k:9092", "Kafka"),
+            ("amqp://u:pw1234@r/%2f", "RabbitMQ"),
+            ("nats://u:pw1234@n:4222", "NATS"),
+            ("sqs://u:pw1234@s:5000", "SQS"),
+        ] {
+            for r in [Registry::empty(), Registry::builtin()] {
+                let e = r
+                    .store_driver(&Endpoint::database(url).unwrap())
+                    .err()
+                    .unwrap();
+                assert_eq!(e.kind, OpsErrorKind::Usage, "{e}");
+                assert!(
+                    e.message
+                        .contains(&format!("is a {broker} broker, not a database")),
+                    "{e}"
+                );
+                assert!(e.message.contains("--broker"), "{e}");
+                assert!(!e.message.contains("rebuild"), "{e}");
+                assert!(!e.message.contains("pw1234"), "{e}");
+            }
+        }
     }
 
     #[cfg(all(feature = "sqlite", feature = "postgres", feature = "rabbitmq"))]
