@@ -361,9 +361,8 @@ fn unknown(what: &str, endpoint: &Endpoint, built: &[&str]) -> OpsError {
     let message = match known {
         Some((_, _, Some(broker))) if what == "database" => format!(
             "{} is a {broker} broker, not a database: pass it as --broker; --database takes \
-             {}",
-            endpoint.redacted(),
-            or_list(&described(&["sqlite", "postgres"]))
+             a SQLite file path or a postgres:// URL",
+            endpoint.redacted()
         ),
         Some((_, f, _)) => format!(
             "{what} {} needs the `{f}` driver, which this build of postroom does not have \
@@ -395,14 +394,6 @@ fn described(schemes: &[&str]) -> Vec<String> {
             }
         })
         .collect()
-}
-
-fn or_list(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} or {last}", init.join(", ")),
-    }
 }
 
 /// Map a core error met while opening `endpoint` to an unreachable-server error that names it.
