@@ -1,6 +1,7 @@
-//! What the long-running commands (`serve`, `relay`, `ingest`) share: the store and the
-//! transport opened through the registry, a switch that SIGTERM and SIGINT turn, the
-//! Prometheus recorder, and a listener whose address is printed (port 0 picks a free one).
+//! What the long-running commands (`serve`, `relay`, `ingest`, `feed`) share: the store and
+//! the transport opened through the registry, a switch that SIGTERM and SIGINT turn, the
+//! Prometheus recorder, and a listener whose address is printed (port 0 picks a free one),
+//! serving `/metrics`, `/healthz` and `/readyz` until the switch turns.
 
 use crate::cli::StoreArgs;
 use crate::config::ConfigFile;
@@ -80,6 +81,27 @@ impl PipelineArgs {
         Pipeline::open(registry, &spec).await
     }
 
+    /// Start a long-running command: watch for SIGTERM and SIGINT, install the Prometheus
+    /// recorder, then open the store and its transport (`create`: a SQLite file may be
+    /// created).
+    pub async fn start(
+        &self,
+        config: &ConfigFile,
+        passwords: &PasswordArgs,
+        create: bool,
+    ) -> OpsResult<Daemon> {
+        let shutdown = on_signals()?;
+        let prometheus = prometheus()?;
+        let registry = Registry::builtin();
+        let pipeline = self.open(&registry, config, passwords, create).await?;
+        Ok(Daemon {
+            registry,
+            pipeline,
+            shutdown,
+            prometheus,
+        })
+    }
+
     /// Refuse a command that moves a broker's messages when no --broker is given, with
     /// `refusal` as the reason.
     pub fn require_broker(&self, refusal: &str) -> OpsResult {
@@ -89,6 +111,58 @@ impl PipelineArgs {
         Ok(())
     }
 }
+
+/// A long-running command once started: its pipeline open, the switch its signals turn and
+/// the process's Prometheus recorder.
+pub struct Daemon {
+    /// The registry the pipeline was opened through (it opens further brokers).
+    pub registry: Registry,
+    /// The store and its transport.
+    pub pipeline: Pipeline,
+    /// Turns true on SIGTERM or SIGINT.
+    pub shutdown: watch::Receiver<bool>,
+    /// This process's Prometheus recorder.
+    pub prometheus: postroom_console::metrics::PrometheusHandle,
+}
+
+impl Daemon {
+    /// The store, as the start-up line names it: driver and location.
+    pub fn store(&self) -> String {
+        format!(
+            "{} {}",
+            self.pipeline.store.driver(),
+            self.pipeline.store.location()
+        )
+    }
+
+    /// Listen on `addr`, print `what listening on http://ADDR`, and serve `/metrics`,
+    /// `/healthz` and `/readyz` of the pipeline there in a task of its own until the
+    /// shutdown switch turns.
+    pub async fn serve_status(&self, addr: SocketAddr, what: &str) -> OpsResult<StatusServer> {
+        let listener = listen(addr, what).await?;
+        Ok(StatusServer(tokio::spawn(postroom_console::status::serve(
+            listener,
+            self.prometheus.clone(),
+            std::sync::Arc::new(self.pipeline.clone()),
+            self.shutdown.clone(),
+        ))))
+    }
+
+    /// Close the transport, then wait for the status server: it stops with the shutdown
+    /// switch, or at once when the work failed (`worked` is an error). Gives back `worked`.
+    pub async fn stop<T>(self, status: StatusServer, worked: OpsResult<T>) -> OpsResult<T> {
+        self.pipeline.transport.close().await;
+        if worked.is_err() {
+            status.0.abort();
+        }
+        let _ = status.0.await;
+        worked
+    }
+}
+
+/// The task serving a long-running command's `/metrics`, `/healthz` and `/readyz`.
+#[derive(Debug)]
+pub struct StatusServer(tokio::task::JoinHandle<postroom_core::Result<()>>);
 
 /// A switch that turns true on SIGTERM or SIGINT.
 pub fn on_signals() -> OpsResult<watch::Receiver<bool>> {
@@ -138,22 +212,6 @@ pub async fn listen(addr: SocketAddr, what: &str) -> OpsResult<TcpListener> {
     let _ = writeln!(out, "{what} listening on http://{bound}");
     let _ = out.flush();
     Ok(listener)
-}
-
-/// Serve `/metrics`, `/healthz` and `/readyz` of `pipeline` on `listener` in a task of its
-/// own, until `shutdown` turns.
-pub fn serve_status(
-    listener: TcpListener,
-    prometheus: postroom_console::metrics::PrometheusHandle,
-    pipeline: &Pipeline,
-    shutdown: &watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<postroom_core::Result<()>> {
-    tokio::spawn(postroom_console::status::serve(
-        listener,
-        prometheus,
-        std::sync::Arc::new(pipeline.clone()),
-        shutdown.clone(),
-    ))
 }
 
 /// This process's Prometheus recorder.

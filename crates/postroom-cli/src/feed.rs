@@ -4,10 +4,10 @@
 //! (the move from one broker to another): the table keeps one row per message id.
 
 use crate::config::ConfigFile;
-use crate::daemon::{self, PipelineArgs};
+use crate::daemon::PipelineArgs;
 use clap::Args;
+use postroom_ops::OpsResult;
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::{OpsResult, Registry};
 use std::net::SocketAddr;
 
 /// `postroom feed`.
@@ -41,27 +41,25 @@ pub async fn run(a: FeedArgs, config: &ConfigFile, passwords: &PasswordArgs) -> 
     a.pipeline.require_broker(
         "postroom feed moves a broker's deliveries into the inbox queue: pass --broker",
     )?;
-    let shutdown = daemon::on_signals()?;
-    let prometheus = daemon::prometheus()?;
-    let registry = Registry::builtin();
-    let pipeline = a.pipeline.open(&registry, config, passwords, false).await?;
+    let d = a.pipeline.start(config, passwords, false).await?;
     // Refuse a store without an inbox queue before listening.
-    pipeline.store.inbox_feed(&a.consumer, a.ordered)?;
-    let listener = daemon::listen(a.listen, "postroom feed").await?;
+    d.pipeline.store.inbox_feed(&a.consumer, a.ordered)?;
+    let status = d.serve_status(a.listen, "postroom feed").await?;
     eprintln!(
-        "postroom feed: {} -> {} {} inbox queue of {}",
-        pipeline.transport.name(),
-        pipeline.store.driver(),
-        pipeline.store.location(),
+        "postroom feed: {} -> {} inbox queue of {}",
+        d.pipeline.transport.name(),
+        d.store(),
         a.consumer
     );
-    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
-    let fed =
-        postroom_ops::feed::run_inbox_feed(&pipeline, &a.consumer, a.ordered, a.prefetch, shutdown)
-            .await;
-    pipeline.transport.close().await;
-    let _ = status.await;
-    let counts = fed?;
+    let fed = postroom_ops::feed::run_inbox_feed(
+        &d.pipeline,
+        &a.consumer,
+        a.ordered,
+        a.prefetch,
+        d.shutdown.clone(),
+    )
+    .await;
+    let counts = d.stop(status, fed).await?;
     eprintln!(
         "postroom feed: stopped; stored {}, duplicates absorbed {}",
         counts.stored, counts.duplicates

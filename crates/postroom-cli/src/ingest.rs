@@ -3,10 +3,10 @@
 //! with `/metrics`, `/healthz` and `/readyz`, until SIGTERM.
 
 use crate::config::ConfigFile;
-use crate::daemon::{self, PipelineArgs};
+use crate::daemon::PipelineArgs;
 use clap::Args;
+use postroom_ops::OpsResult;
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::{OpsResult, Registry};
 use std::net::SocketAddr;
 
 /// `postroom ingest`.
@@ -31,21 +31,14 @@ pub async fn run(a: IngestDaemonArgs, config: &ConfigFile, passwords: &PasswordA
         "postroom ingest moves a broker's parked copies: pass --broker (without one, \
          consumers park straight into the database and there is nothing to move)",
     )?;
-    let shutdown = daemon::on_signals()?;
-    let prometheus = daemon::prometheus()?;
-    let registry = Registry::builtin();
-    let pipeline = a.pipeline.open(&registry, config, passwords, true).await?;
-    let listener = daemon::listen(a.listen, "postroom ingest").await?;
+    let d = a.pipeline.start(config, passwords, true).await?;
+    let status = d.serve_status(a.listen, "postroom ingest").await?;
     eprintln!(
-        "postroom ingest: {} -> {} {} for {}",
-        pipeline.transport.name(),
-        pipeline.store.driver(),
-        pipeline.store.location(),
-        pipeline.consumers().join(", ")
+        "postroom ingest: {} -> {} for {}",
+        d.pipeline.transport.name(),
+        d.store(),
+        d.pipeline.consumers().join(", ")
     );
-    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
-    postroom_ops::parking::ingest::run_ingest(&pipeline, shutdown).await;
-    pipeline.transport.close().await;
-    let _ = status.await;
-    Ok(())
+    postroom_ops::parking::ingest::run_ingest(&d.pipeline, d.shutdown.clone()).await;
+    d.stop(status, Ok(())).await
 }

@@ -2,13 +2,13 @@
 //! `/metrics`, `/healthz` and `/readyz`; SIGTERM drains the batch in hand.
 
 use crate::config::ConfigFile;
-use crate::daemon::{self, PipelineArgs};
+use crate::daemon::{self, Daemon, PipelineArgs};
 use clap::Args;
 use postroom_core::RelayConfig;
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::limits::parse_limit;
 use postroom_ops::time::parse_span;
-use postroom_ops::{OpsError, OpsResult, Registry, TopologyFile, TransportSpec, UrlText};
+use postroom_ops::{OpsError, OpsResult, TopologyFile, TransportSpec, UrlText};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,21 +105,9 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         lanes: a.lanes,
         ..RelayConfig::default()
     };
-    let shutdown = daemon::on_signals()?;
-    let prometheus = daemon::prometheus()?;
-    let registry = Registry::builtin();
-    let pipeline = a.pipeline.open(&registry, config, passwords, true).await?;
+    let d = a.pipeline.start(config, passwords, true).await?;
     if let Some(file) = &a.brokers_file {
-        return follow_brokers_file(
-            &a,
-            file,
-            pipeline,
-            registry,
-            relay_config,
-            shutdown,
-            prometheus,
-        )
-        .await;
+        return follow_brokers_file(&a, file, d, relay_config).await;
     }
     let mut also = Vec::with_capacity(a.also_publish_to.len());
     if !a.also_publish_to.is_empty() {
@@ -128,29 +116,27 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         let spec = TransportSpec::from_file(TopologyFile::read(&topology_path(&a))?);
         for url in &a.also_publish_to {
             let endpoint = postroom_ops::Endpoint::broker(&url.0)?;
-            also.push(registry.open_transport(&endpoint, &spec).await?);
+            also.push(d.registry.open_transport(&endpoint, &spec).await?);
         }
     }
-    let listener = daemon::listen(a.listen, "postroom relay").await?;
-    let targets: Vec<&str> = std::iter::once(&pipeline.transport)
+    let status = d.serve_status(a.listen, "postroom relay").await?;
+    let targets: Vec<&str> = std::iter::once(&d.pipeline.transport)
         .chain(&also)
         .map(|t| t.name())
         .collect();
     eprintln!(
-        "postroom relay {}: {} {} -> {}",
+        "postroom relay {}: {} -> {}",
         relay_config.relay_id,
-        pipeline.store.driver(),
-        pipeline.store.location(),
+        d.store(),
         targets.join(" + ")
     );
-    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
     let relayed =
-        postroom_ops::relay::run_relay_to(&pipeline, &also, relay_config, 8, shutdown).await;
-    pipeline.transport.close().await;
+        postroom_ops::relay::run_relay_to(&d.pipeline, &also, relay_config, 8, d.shutdown.clone())
+            .await;
     for t in &also {
         t.close().await;
     }
-    stopped(status, relayed).await
+    stopped(d.stop(status, relayed).await)
 }
 
 /// The topology file: --topology (or POSTROOM_TOPOLOGY), else `topology.toml`.
@@ -165,51 +151,35 @@ fn topology_path(a: &RelayArgs) -> PathBuf {
 async fn follow_brokers_file(
     a: &RelayArgs,
     file: &std::path::Path,
-    pipeline: postroom_ops::Pipeline,
-    registry: Registry,
+    mut d: Daemon,
     relay_config: RelayConfig,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-    prometheus: postroom_console::metrics::PrometheusHandle,
 ) -> OpsResult {
     let spec = TransportSpec::from_file(TopologyFile::read(&topology_path(a))?);
     // A file that cannot be used is refused before anything starts.
     postroom_ops::relay::read_brokers_file(file)?;
     let reload = daemon::on_hangup()?;
-    let listener = daemon::listen(a.listen, "postroom relay").await?;
-    let (id, store) = (
-        relay_config.relay_id.clone(),
-        format!("{} {}", pipeline.store.driver(), pipeline.store.location()),
-    );
+    let status = d.serve_status(a.listen, "postroom relay").await?;
+    let (id, store) = (relay_config.relay_id.clone(), d.store());
     let on_targets: postroom_ops::relay::OnTargets = Arc::new(move |names: &[String]| {
         eprintln!("postroom relay {id}: {store} -> {}", names.join(" + "));
     });
-    let status = daemon::serve_status(listener, prometheus, &pipeline, &shutdown);
     let relayed = postroom_ops::relay::run_relay_following(
-        &pipeline,
-        registry,
+        &d.pipeline,
+        std::mem::replace(&mut d.registry, postroom_ops::Registry::empty()),
         &spec,
         file,
         relay_config,
         8,
         reload,
         on_targets,
-        shutdown,
+        d.shutdown.clone(),
     )
     .await;
-    pipeline.transport.close().await;
-    stopped(status, relayed).await
+    stopped(d.stop(status, relayed).await)
 }
 
-/// Wait for the status server (it stops with the shutdown signal; at once when the relay
-/// failed) and say so.
-async fn stopped(
-    status: tokio::task::JoinHandle<postroom_core::Result<()>>,
-    relayed: OpsResult,
-) -> OpsResult {
-    if relayed.is_err() {
-        status.abort();
-    }
-    let _ = status.await;
+/// Say that the relay stopped; gives back how it ended.
+fn stopped(relayed: OpsResult) -> OpsResult {
     eprintln!("postroom relay: stopped");
     relayed
 }

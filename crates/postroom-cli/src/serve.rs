@@ -8,7 +8,7 @@ use postroom_console::feeds::{self, FeedTarget};
 use postroom_console::{Auth, Backends, Console, ConsoleConfig, Users};
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::time::parse_span;
-use postroom_ops::{OpsError, OpsResult, Registry};
+use postroom_ops::{OpsError, OpsResult};
 use std::net::SocketAddr;
 
 /// `postroom serve`.
@@ -97,17 +97,14 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     console_config.retention = parse_span(&a.retention)?;
     // Refuse auth off beyond loopback before anything is opened.
     console_config.validate()?;
-    let shutdown = daemon::on_signals()?;
-    let registry = Registry::builtin();
-    let pipeline = a.pipeline.open(&registry, config, passwords, false).await?;
-    let backends = Backends::for_store(pipeline.store.as_ref(), Some(pipeline.transport.clone()))?;
-    let console_config = console_config.prometheus(daemon::prometheus()?);
+    let d = a.pipeline.start(config, passwords, false).await?;
+    let backends = Backends::for_store(
+        d.pipeline.store.as_ref(),
+        Some(d.pipeline.transport.clone()),
+    )?;
+    let console_config = console_config.prometheus(d.prometheus.clone());
     let console = Console::new(backends.parking, backends.probe, console_config)?;
-    eprintln!(
-        "postroom serve: {} {}",
-        pipeline.store.driver(),
-        pipeline.store.location()
-    );
+    eprintln!("postroom serve: {}", d.store());
     if !watching.is_empty() {
         eprintln!(
             "postroom serve: watching inbox feeds {}",
@@ -115,8 +112,8 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         );
     }
     let listener = daemon::listen(a.listen, "postroom console").await?;
-    let served = console.serve(listener, shutdown).await;
-    pipeline.transport.close().await;
+    let served = console.serve(listener, d.shutdown.clone()).await;
+    d.pipeline.transport.close().await;
     served.map_err(OpsError::from)
 }
 

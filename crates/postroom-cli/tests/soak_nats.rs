@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{TestDb, run_for_report, workload};
+use common::{TestDb, check_soak, run_for_report, workload};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -131,13 +131,8 @@ async fn soak_on_postgres_and_nats_with_kills_and_a_server_restart() {
         "s.json",
     )
     .await;
-    assert_eq!(r["messages"], 5000, "{r:#}");
-    assert_eq!(r["lost"], 0, "{r:#}");
-    assert_eq!(r["duplicate_effects"], 0, "{r:#}");
-    assert_eq!(r["order_violations"], 0, "{r:#}");
-    assert_eq!(r["parked_unexpected"], 0, "{r:#}");
+    check_soak(&r, 5000);
     assert_eq!(r["broker_restarts"], 1, "{r:#}");
-    assert!(r["kills"].as_u64().unwrap() >= 1, "{r:#}");
     assert_ne!(
         OwnNats::pid(server.dir.path()),
         first_pid,

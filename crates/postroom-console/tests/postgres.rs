@@ -11,10 +11,11 @@ use common::{PASSWORD, serve_backend, users, wait_for};
 use postroom_console::{Auth, ParkingConsole, PgBackend, SqliteBackend};
 use postroom_core::{
     AuditLog, Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, ErrorClass, Handled, Handler,
-    HandlerError, Incoming, MessageId, OutgoingMessage, ParkedMessage, ParkedStatus, ParkingFilter,
-    ParkingQuery, ParkingStore, Subscription, Transport, async_trait,
+    HandlerError, Incoming, MessageId, ParkedMessage, ParkedStatus, ParkingFilter, ParkingQuery,
+    ParkingStore, Subscription, Transport, async_trait,
 };
 use postroom_postgres::{PgQueue, PgStore};
+use postroom_testkit::cases::publish_to;
 use postroom_testkit::servers::TestDb;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -229,11 +230,7 @@ async fn console_on_postgres_groups_redrives_and_audits() {
             .aggregate("order", format!("o-{n}"), 1)
             .data(serde_json::json!({"order": n, "sku": null}))
             .build();
-        queue
-            .publisher()
-            .publish(&OutgoingMessage::from_envelope(&e, "order.created"))
-            .await
-            .unwrap();
+        publish_to(queue.publisher(), &e, "order.created").await;
     }
     let consumer = Consumer::for_transport(
         ConsumerConfig::new(

@@ -30,6 +30,7 @@
 pub mod backoff;
 pub mod config_file;
 pub mod consumer;
+pub mod debug;
 pub mod decode;
 pub mod envelope;
 pub mod error;

@@ -84,13 +84,9 @@ pub struct KafkaProducer {
     session: RwLock<Arc<Session>>,
 }
 
-impl std::fmt::Debug for KafkaProducer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaProducer")
-            .field("prefix", &self.config.prefix)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(KafkaProducer {
+    prefix: config.prefix
+});
 
 impl KafkaProducer {
     /// A producer for `config` (no connection is made until the first record).

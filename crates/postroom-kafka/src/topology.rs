@@ -115,14 +115,10 @@ pub struct Topology {
     admin: Arc<AdminClient<DefaultClientContext>>,
 }
 
-impl fmt::Debug for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Topology")
-            .field("prefix", &self.config.prefix)
-            .field("consumers", &self.consumers)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(Topology {
+    prefix: config.prefix,
+    consumers
+});
 
 impl Topology {
     /// The topology of `consumers` under `config`.

@@ -31,14 +31,10 @@ pub struct KafkaTransport {
     routes: Mutex<BTreeMap<String, Vec<String>>>,
 }
 
-impl std::fmt::Debug for KafkaTransport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaTransport")
-            .field("prefix", &self.config.prefix)
-            .field("ordering", &self.config.ordering)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(KafkaTransport {
+    prefix: config.prefix,
+    ordering: config.ordering
+});
 
 impl KafkaTransport {
     /// The workload of `config` (clients connect lazily).

@@ -41,14 +41,10 @@ pub struct NatsDelivery {
     pub(crate) _permit: OwnedSemaphorePermit,
 }
 
-impl std::fmt::Debug for NatsDelivery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsDelivery")
-            .field("durable", &self.ctx.durable)
-            .field("stream_seq", &self.stream_seq)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(NatsDelivery {
+    durable: ctx.durable,
+    stream_seq
+});
 
 impl NatsDelivery {
     /// The stream sequence of this copy.

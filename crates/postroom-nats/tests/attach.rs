@@ -5,7 +5,8 @@
 mod common;
 
 use common::{TestNats, order};
-use postroom_core::{Delivery, OutgoingMessage, Subscriber, Subscription, Transport};
+use postroom_core::{Delivery, Subscriber, Subscription, Transport};
+use postroom_testkit::cases::publish_to;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -17,11 +18,7 @@ async fn a_message_published_right_after_subscribe_returns_is_consumed() {
         .await
         .unwrap();
     let env = order("ready", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), &env, "order.created").await;
     let delivery = sub
         .next(Duration::from_secs(30))
         .await

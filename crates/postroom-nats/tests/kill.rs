@@ -9,9 +9,10 @@ mod common;
 use common::{TestNats, eventually, order};
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
-    OutgoingMessage, Subscription, Transport,
+    Subscription, Transport,
 };
 use postroom_sqlite::{SqliteStore, inbox, map_error};
+use postroom_testkit::cases::publish_to;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -111,11 +112,7 @@ async fn a_consumer_killed_after_commit_before_ack_makes_one_effect() {
         .await
         .unwrap();
     let env = order("k1", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), &env, "order.created").await;
     let status = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", TEST, "--nocapture"])
         .env("POSTROOM_NATS_KILL_PREFIX", &nats.prefix)

@@ -13,12 +13,13 @@ use common::probe::{Mode, Probe, policy, run};
 use common::{TestNats, eventually, order, stream_messages};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
-    BoxSubscriber, Delivery, Envelope, ErrorClass, Ordering, OutgoingMessage, ParkingFilter,
-    ParkingStore, Subscriber, Subscription, Transport,
+    BoxSubscriber, Delivery, Envelope, ErrorClass, Ordering, ParkingFilter, ParkingStore,
+    Subscriber, Subscription, Transport,
 };
 use postroom_nats::naming;
 use postroom_testkit::StoreFixture;
 use postroom_testkit::cases::assert_parked_for;
+use postroom_testkit::cases::publish_to;
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,11 +55,7 @@ async fn one_order(
         .await
         .unwrap();
     let env = order(id, 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), &env, "order.created").await;
     (transport, sub, env)
 }
 

@@ -6,10 +6,9 @@ mod common;
 
 use common::probe::{Mode, Probe, policy, run};
 use common::{TestNats, eventually, order};
-use postroom_core::{
-    Delivery, Envelope, Ordering, OutgoingMessage, Subscriber, Subscription, Transport,
-};
+use postroom_core::{Delivery, Envelope, Ordering, Subscriber, Subscription, Transport};
 use postroom_nats::NatsTransport;
+use postroom_testkit::cases::publish_to;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,11 +21,7 @@ fn transport_with_one_second_ack_wait(nats: &TestNats) -> Arc<NatsTransport> {
 
 /// Publish `env` on the topic `order.created`.
 async fn publish_order_created(transport: &NatsTransport, env: &Envelope) {
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), env, "order.created").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

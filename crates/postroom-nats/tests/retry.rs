@@ -13,6 +13,7 @@ use postroom_core::{
 };
 use postroom_testkit::StoreFixture;
 use postroom_testkit::cases::assert_parked_for;
+use postroom_testkit::cases::publish_to;
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use std::time::{Duration, Instant};
 
@@ -43,11 +44,7 @@ async fn no_redelivery_comes_before_its_due_time() {
         .await
         .unwrap();
     let env = order("e1", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), &env, "order.created").await;
     let delays = [300u64, 1500, 700, 2500].map(Duration::from_millis);
     let mut d = sub
         .next(Duration::from_secs(10))
@@ -108,11 +105,7 @@ async fn a_dependency_down_past_the_budget_walks_the_ladder_then_parks_with_diag
     )
     .await;
     let env = order("down", 1);
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), &env, "order.created").await;
     let store = SqliteFixture::fresh().await;
     let parking = store.parking();
     assert!(

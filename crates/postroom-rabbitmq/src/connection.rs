@@ -86,13 +86,7 @@ pub struct Broker {
     topology: std::sync::Mutex<Option<DesiredTopology>>,
 }
 
-impl std::fmt::Debug for Broker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Broker")
-            .field("connection_name", &self.options.connection_name)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(Broker { connection_name: options.connection_name });
 
 impl Broker {
     /// Connect to `uri` (`amqp://user:pass@host:5672/%2f`). Fails when the broker is not there.

@@ -95,13 +95,7 @@ impl Waiting {
     }
 }
 
-impl std::fmt::Debug for ConfirmingPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConfirmingPublisher")
-            .field("exchange", &self.exchange)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(ConfirmingPublisher { exchange });
 
 impl ConfirmingPublisher {
     /// A publisher on `broker` that sends topics to the work exchange of `config` and

@@ -83,13 +83,7 @@ impl Drop for RabbitSubscriber {
     }
 }
 
-impl std::fmt::Debug for RabbitSubscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RabbitSubscriber")
-            .field("queue", &self.queue)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(RabbitSubscriber { queue });
 
 impl RabbitSubscriber {
     /// A subscriber for `consumer` of `config`, settling through `publisher`. The channel is

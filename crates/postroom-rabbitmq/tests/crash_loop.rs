@@ -19,11 +19,12 @@ use common::probe::{Mode, Probe};
 use postroom_core::outcome::codes;
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
-    OutgoingMessage, ParkedMessage, ParkingFilter, ParkingStore, Publisher, Redriver, RetryPolicy,
-    Subscription, Transport, async_trait,
+    ParkedMessage, ParkingFilter, ParkingStore, Redriver, RetryPolicy, Subscription, Transport,
+    async_trait,
 };
 use postroom_rabbitmq::{Broker, RabbitTransport, RetryStyle, TopologyConfig};
 use postroom_testkit::cases::crash_loop;
+use postroom_testkit::cases::publish_to;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -150,10 +151,7 @@ async fn crash_until_parked(
     let (store, dir) = common::sqlite().await;
     let log = dir.path().join("deliveries.log");
     let env = common::order("boom", 1);
-    t.publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(t.publisher(), &env, "order.created").await;
     let run = crash_loop::crash_until_parked(
         || spawn_consumer(test, &t.prefix, style_name, &log),
         || async { !parked(&t, &store).await.is_empty() },

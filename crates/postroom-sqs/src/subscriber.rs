@@ -57,13 +57,7 @@ pub(crate) struct QueueContext {
     pub(crate) dead_letters: Option<DeadLetterSource>,
 }
 
-impl std::fmt::Debug for QueueContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueContext")
-            .field("queue", &self.queue_name)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(QueueContext { queue: queue_name });
 
 /// How long past its long-poll wait a receive may take before it is given up.
 pub const RECEIVE_MARGIN: Duration = Duration::from_secs(10);

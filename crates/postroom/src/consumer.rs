@@ -17,14 +17,10 @@ pub struct ConsumerSpec {
     pub(crate) own_retry: bool,
 }
 
-impl std::fmt::Debug for ConsumerSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsumerSpec")
-            .field("name", &self.config.name)
-            .field("routes", &self.routes)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(ConsumerSpec {
+    name: config.name,
+    routes
+});
 
 /// A consumer `name` of the contract `T`: it takes the route `T::TYPE`, accepts exactly
 /// `T::TYPE` at `T::VERSIONS`, and hands `handler` a typed [`Message<T>`](crate::Message).

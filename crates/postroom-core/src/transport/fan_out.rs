@@ -27,13 +27,7 @@ pub struct PublishTarget {
     pub publisher: Arc<dyn Publisher>,
 }
 
-impl std::fmt::Debug for PublishTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PublishTarget")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_showing!(PublishTarget { name });
 
 impl PublishTarget {
     /// `publisher` under `name`.

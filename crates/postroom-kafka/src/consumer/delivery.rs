@@ -30,15 +30,11 @@ pub struct KafkaDelivery {
     pub(crate) settled: bool,
 }
 
-impl std::fmt::Debug for KafkaDelivery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaDelivery")
-            .field("topic", &self.record.topic)
-            .field("partition", &self.record.partition)
-            .field("offset", &self.record.offset)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(KafkaDelivery {
+    topic: record.topic,
+    partition: record.partition,
+    offset: record.offset
+});
 
 impl KafkaDelivery {
     /// Topic, partition and offset of the record.

@@ -124,13 +124,7 @@ pub(crate) struct Shared {
     pub(crate) label: String,
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("label", &self.label)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(Shared { label });
 
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

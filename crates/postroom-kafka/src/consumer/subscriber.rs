@@ -82,13 +82,9 @@ pub struct KafkaSubscriber {
     exact: Vec<String>,
 }
 
-impl std::fmt::Debug for KafkaSubscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaSubscriber")
-            .field("group", &self.ctx.names.group)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(KafkaSubscriber {
+    group: ctx.names.group
+});
 
 impl KafkaSubscriber {
     /// Join `spec.group` for `consumer` and start reading.

@@ -32,13 +32,7 @@ pub struct NatsSubscriber {
     unattached: Vec<oneshot::Receiver<()>>,
 }
 
-impl std::fmt::Debug for NatsSubscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsSubscriber")
-            .field("consumer", &self.consumer)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(NatsSubscriber { consumer });
 
 impl NatsSubscriber {
     /// Start pulling for `consumer` of `config` (its durables must exist: bind first), at most

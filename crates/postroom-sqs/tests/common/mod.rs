@@ -8,8 +8,9 @@ pub mod probe;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{Credentials, Region};
-use postroom_core::{Envelope, OutgoingMessage, ParkedMessage, Subscriber, Transport};
+use postroom_core::{Envelope, ParkedMessage, Subscriber, Transport};
 use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport, Topology, TopologyConfig};
+use postroom_testkit::cases::publish_to;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,11 +122,7 @@ impl Drop for TestSqs {
 
 /// Publish `env` on the topic `order.created`.
 pub async fn publish_order_created(transport: &SqsTransport, env: &Envelope) {
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), env, "order.created").await;
 }
 
 /// The next delivery `subscriber` receives within `total`, or `None`.

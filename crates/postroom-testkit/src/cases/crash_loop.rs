@@ -7,14 +7,14 @@
 //! process. The calling test must therefore be named [`CRASH_LOOP_TEST`].
 
 use super::order;
+use crate::cases::publish_to;
 use crate::table_queue::TableQueueFixture;
 use async_trait::async_trait;
 use postroom_core::ParkedMessage;
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::outcome::codes;
 use postroom_core::{
-    EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, OutgoingMessage,
-    Subscription,
+    EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, Subscription,
 };
 use std::future::Future;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -130,11 +130,7 @@ pub async fn a_message_that_kills_its_consumer_every_time_is_parked_as_a_crash_l
         .await
         .unwrap();
     let env = order("boom", 1);
-    queue
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(queue.publisher(), &env, "order.created").await;
     let parking = store.parking();
 
     let run = crash_until_parked(

@@ -6,15 +6,14 @@
 //! The transport's consumer `inventory` must receive `order.created`; a transport with fixed
 //! stage delays must keep the stages of the ladder the scenario names.
 
+use crate::cases::publish_to;
 use crate::recording::BROKER_CLOCK_RATE;
 use crate::running::{Running, spawn};
 use crate::servers::CuttablePath;
 use crate::stores::pg_effects::{PgEffect, PgEffectsDb, inventory_config};
 use postroom_core::consumer::Consumer;
 use postroom_core::parking::ingest::ingest_dead_letters;
-use postroom_core::{
-    Envelope, ErrorClass, OutgoingMessage, ParkingFilter, ParkingStore, Subscription, Transport,
-};
+use postroom_core::{Envelope, ErrorClass, ParkingFilter, ParkingStore, Subscription, Transport};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,11 +37,7 @@ fn order(id: &str) -> Envelope {
 }
 
 async fn publish(transport: &dyn Transport, env: &Envelope) {
-    transport
-        .publisher()
-        .publish(&OutgoingMessage::from_envelope(env, "order.created"))
-        .await
-        .unwrap();
+    publish_to(transport.publisher(), env, "order.created").await;
 }
 
 async fn wait(timeout: Duration, what: &str, cond: impl Fn() -> bool) {

@@ -67,6 +67,16 @@ pub async fn publish_versions<P: postroom_core::Publisher + ?Sized>(
     }
 }
 
+/// Publish `envelope` to `topic` with `publisher`; the broker must confirm it.
+pub async fn publish_to(
+    publisher: std::sync::Arc<dyn postroom_core::Publisher>,
+    envelope: &Envelope,
+    topic: &str,
+) {
+    let message = postroom_core::OutgoingMessage::from_envelope(envelope, topic);
+    publisher.publish(&message).await.expect("publish");
+}
+
 /// Fail the test, saying `what` was lost, unless every id of `expected` is in `got`.
 pub fn assert_none_lost(
     expected: &std::collections::BTreeSet<postroom_core::MessageId>,

@@ -40,14 +40,8 @@ pub struct TestDb {
     admin: String,
 }
 
-/// Hand-written: the URLs may hold the server's password.
-impl std::fmt::Debug for TestDb {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestDb")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+// Not derived: the URLs may hold the server's password.
+postroom_core::debug_showing!(TestDb { name });
 
 impl TestDb {
     /// Create a new, empty database on the test server. Panics (fails the test) when the

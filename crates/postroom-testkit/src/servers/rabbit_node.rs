@@ -31,14 +31,7 @@ pub struct RabbitNode {
     management_port: Option<u16>,
 }
 
-impl std::fmt::Debug for RabbitNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RabbitNode")
-            .field("name", &self.name)
-            .field("amqps_port", &self.amqps_port)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(RabbitNode { name, amqps_port });
 
 fn bin_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("POSTROOM_RABBITMQ_BIN") {

@@ -15,13 +15,7 @@ pub struct TestCa {
     issuer: Issuer<'static, KeyPair>,
 }
 
-impl std::fmt::Debug for TestCa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestCa")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(TestCa { name });
 
 /// A server certificate and its private key, both PEM.
 #[derive(Clone)]
@@ -32,11 +26,7 @@ pub struct ServerCert {
     pub key_pem: String,
 }
 
-impl std::fmt::Debug for ServerCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerCert").finish_non_exhaustive()
-    }
-}
+postroom_core::debug_showing!(ServerCert {});
 
 fn validity(params: &mut CertificateParams) {
     params.not_before = date_time_ymd(2020, 1, 1);
