@@ -845,3 +845,48 @@ async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
     );
     cleanup(&p).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_feed_that_stops_on_an_error_exits_with_it_instead_of_waiting_for_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = prefix("nobodyfeed");
+    write_topology(d, &p, "");
+    let db = TestDb::create().await;
+    store(&db).await;
+    // The topology has no consumer of this name: the feed is refused once it has started
+    // listening, and its status server must not keep the process alive after that.
+    let mut feed = common::postroom_cmd(
+        d,
+        &[
+            "feed",
+            "--database",
+            &db.url,
+            "--broker",
+            &nats(),
+            "--consumer",
+            "nobody",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let ended = wait_until(Duration::from_secs(30), async || {
+        matches!(feed.try_wait(), Ok(Some(_)))
+    })
+    .await;
+    if !ended {
+        let _ = feed.kill();
+    }
+    let out = feed.wait_with_output().unwrap();
+    cleanup(&p).await;
+    assert!(ended, "the feed still ran 30 s after its error: {out:?}");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no consumer named \"nobody\""),
+        "{out:?}"
+    );
+}
