@@ -50,6 +50,15 @@ fn write_topology(dir: &Path, p: &str, ladder: &str) {
     .unwrap();
 }
 
+/// A directory holding the topology file of a new workload named after `name` (its ladder
+/// line `ladder`, or none), and the workload's prefix.
+fn workload_dir(name: &str, ladder: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = prefix(name);
+    write_topology(dir.path(), &p, ladder);
+    (dir, p)
+}
+
 /// Write `m` into the outbox, in a transaction of its own.
 async fn enqueue(store: &PgStore, m: &OutgoingMessage) {
     let mut tx = store.pool().begin().await.unwrap();
@@ -464,9 +473,7 @@ impl Drop for PidFiles {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_readme_runbook_moves_a_running_system_from_nats_to_kafka_with_each_row_stored_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = prefix("book");
-    write_topology(dir.path(), &p, "ladder = \"1s\"\n");
+    let (dir, p) = workload_dir("book", "ladder = \"1s\"\n");
     let db = TestDb::create().await;
     let store = store(&db).await;
 
@@ -724,10 +731,8 @@ fn metric_sum(text: &str, metric: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had() {
     use common::daemon::{Daemon, get};
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, p) = workload_dir("unreachable", "ladder = \"1s\"\n");
     let d = dir.path();
-    let p = prefix("unreachable");
-    write_topology(d, &p, "ladder = \"1s\"\n");
     let db = TestDb::create().await;
     let store = store(&db).await;
     std::fs::write(d.join("brokers"), format!("{}\n", nats())).unwrap();
@@ -818,10 +823,8 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, p) = workload_dir("sqlitefeed", "");
     let d = dir.path();
-    let p = prefix("sqlitefeed");
-    write_topology(d, &p, "");
     std::fs::write(d.join("app.db"), b"").unwrap();
     let out = common::postroom_async(
         d,
@@ -848,45 +851,30 @@ async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_feed_that_stops_on_an_error_exits_with_it_instead_of_waiting_for_a_signal() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let p = prefix("nobodyfeed");
-    write_topology(d, &p, "");
+    let (dir, p) = workload_dir("nobodyfeed", "");
     let db = TestDb::create().await;
     store(&db).await;
     // The topology has no consumer of this name: the feed is refused once it has started
     // listening, and its status server must not keep the process alive after that.
-    let mut feed = common::postroom_cmd(
-        d,
+    let log = dir.path().join("feed.err");
+    let args = ["feed", "--database", &db.url, "--broker", &nats()];
+    let mut feed = common::daemon::Daemon::start_logging(
+        dir.path(),
         &[
-            "feed",
-            "--database",
-            &db.url,
-            "--broker",
-            &nats(),
-            "--consumer",
-            "nobody",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let ended = wait_until(Duration::from_secs(30), async || {
-        matches!(feed.try_wait(), Ok(Some(_)))
-    })
-    .await;
-    if !ended {
-        let _ = feed.kill();
-    }
-    let out = feed.wait_with_output().unwrap();
-    cleanup(&p).await;
-    assert!(ended, "the feed still ran 30 s after its error: {out:?}");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no consumer named \"nobody\""),
-        "{out:?}"
+            &args[..],
+            &["--consumer", "nobody", "--listen", "127.0.0.1:0"],
+        ]
+        .concat(),
+        &[],
+        &log,
     );
+    let ended = feed.ended_within(Duration::from_secs(30));
+    cleanup(&p).await;
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        ended.is_some(),
+        "the feed still ran 30 s after its error: {said}"
+    );
+    assert_eq!(ended.unwrap().code(), Some(2), "{said}");
+    assert!(said.contains("no consumer named \"nobody\""), "{said}");
 }
