@@ -25,9 +25,8 @@ async fn ingest_moves_parked_copies_as_they_come_and_serves_metrics() {
     let url = common::amqp();
     let ingest = Daemon::start(d, &on_broker("ingest", "p.db", &url, &[]), &[]);
     let ready = format!("{}/readyz", ingest.base);
-    wait_for(Duration::from_secs(30), "ingest to be ready", || {
-        let ready = ready.clone();
-        async move { get(&ready).await.0 == 200 }
+    wait_for(Duration::from_secs(30), "ingest to be ready", async || {
+        get(&ready).await.0 == 200
     })
     .await;
 

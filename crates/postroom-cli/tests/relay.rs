@@ -42,10 +42,11 @@ fn readme_block(lang: &str, marker: &str) -> String {
 
 async fn ready(d: &Daemon) {
     let url = format!("{}/readyz", d.base);
-    wait_for(Duration::from_secs(30), "the relay to be ready", || {
-        let url = url.clone();
-        async move { get(&url).await.0 == 200 }
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the relay to be ready",
+        async || get(&url).await.0 == 200,
+    )
     .await;
 }
 
@@ -238,15 +239,12 @@ fn run_psql(dir: &Path, url: &str, n: usize) -> std::process::Output {
 
 /// Wait until `sql` (a count) reads 0, or fail naming `what`.
 async fn until_zero(pool: &sqlx::PgPool, sql: &'static str, bound: Duration, what: &str) {
-    wait_for(bound, what, || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-                == 0
-        }
+    wait_for(bound, what, async || {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+            == 0
     })
     .await;
 }

@@ -114,14 +114,11 @@ async fn the_demo_parking_lot_is_grouped_by_cause_and_a_group_is_redriven_from_t
     wait_for(
         Duration::from_secs(30),
         "the redriven copy in the sampled gauges",
-        || {
-            let metrics = metrics.clone();
-            async move {
-                get(&metrics)
-                    .await
-                    .1
-                    .contains(r#"postroom_ready_messages{consumer="inventory"} 1"#)
-            }
+        async || {
+            get(&metrics)
+                .await
+                .1
+                .contains(r#"postroom_ready_messages{consumer="inventory"} 1"#)
         },
     )
     .await;

@@ -137,12 +137,9 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     wait_for(
         Duration::from_secs(60),
         "the console to read 3 stored, 1 absorbed, lag 0 from the feed",
-        || {
-            let url = json_url.clone();
-            async move {
-                let (code, body) = get(&url).await;
-                code == 200 && serde_json::from_str::<Value>(&body).is_ok_and(|j| settled(&j))
-            }
+        async || {
+            let (code, body) = get(&json_url).await;
+            code == 200 && serde_json::from_str::<Value>(&body).is_ok_and(|j| settled(&j))
         },
     )
     .await;
@@ -178,13 +175,10 @@ async fn the_console_shows_each_feeds_stored_count_duplicates_absorbed_and_lag_a
     );
     // The sampler keeps sampling: samples are kept one after another despite the stuck feed.
     let kept = j["samples_kept"].as_u64().unwrap();
-    wait_for(Duration::from_secs(20), "two more samples", || {
-        let url = json_url.clone();
-        async move {
-            let (_, body) = get(&url).await;
-            serde_json::from_str::<Value>(&body)
-                .is_ok_and(|j| j["samples_kept"].as_u64().is_some_and(|n| n >= kept + 2))
-        }
+    wait_for(Duration::from_secs(20), "two more samples", async || {
+        let (_, body) = get(&json_url).await;
+        serde_json::from_str::<Value>(&body)
+            .is_ok_and(|j| j["samples_kept"].as_u64().is_some_and(|n| n >= kept + 2))
     })
     .await;
 

@@ -231,16 +231,12 @@ async fn edit_and_redrive_keeps_the_id_and_audits_the_diff() {
     wait_for(
         Duration::from_secs(30),
         "the edited copy to be sent",
-        || {
-            let store = store.clone();
-            let run_id = run_id.clone();
-            async move {
-                store
-                    .redrive_run(&run_id)
-                    .await
-                    .unwrap()
-                    .is_some_and(|r| r.done == 1)
-            }
+        async || {
+            store
+                .redrive_run(&run_id)
+                .await
+                .unwrap()
+                .is_some_and(|r| r.done == 1)
         },
     )
     .await;
@@ -315,17 +311,13 @@ async fn wait_for_end(store: &postroom_sqlite::SqliteStore, run_id: &str) {
     wait_for(
         Duration::from_secs(60),
         "the end of the run in the audit",
-        || {
-            let store = store.clone();
-            let run_id = run_id.clone();
-            async move {
-                store
-                    .audit_entries(Some(&run_id), 10)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .any(|e| e.action == "redrive.end")
-            }
+        async || {
+            store
+                .audit_entries(Some(&run_id), 10)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.action == "redrive.end")
         },
     )
     .await;
@@ -333,16 +325,12 @@ async fn wait_for_end(store: &postroom_sqlite::SqliteStore, run_id: &str) {
     wait_for(
         Duration::from_secs(10),
         "the final state of the run",
-        || {
-            let store = store2.clone();
-            let run_id = run_id.clone();
-            async move {
-                store
-                    .run_control(&run_id)
-                    .await
-                    .unwrap()
-                    .is_some_and(|c| c.state.is_final())
-            }
+        async || {
+            store2
+                .run_control(&run_id)
+                .await
+                .unwrap()
+                .is_some_and(|c| c.state.is_final())
         },
     )
     .await;

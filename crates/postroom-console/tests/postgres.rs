@@ -283,32 +283,24 @@ async fn console_on_postgres_groups_redrives_and_audits() {
     wait_for(
         Duration::from_secs(60),
         "the end of the run in the audit",
-        || {
-            let parking = parking.clone();
-            let run_id = run_id.clone();
-            async move {
-                parking
-                    .audit_entries(Some(&run_id), 10)
-                    .await
-                    .is_ok_and(|a| a.iter().any(|e| e.action == "redrive.end"))
-            }
+        async || {
+            parking
+                .audit_entries(Some(&run_id), 10)
+                .await
+                .is_ok_and(|a| a.iter().any(|e| e.action == "redrive.end"))
         },
     )
     .await;
     wait_for(
         Duration::from_secs(10),
         "the final state of the run",
-        || {
-            let parking = parking.clone();
-            let run_id = run_id.clone();
-            async move {
-                parking
-                    .run_control(&run_id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some_and(|c| c.state.is_final())
-            }
+        async || {
+            parking
+                .run_control(&run_id)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|c| c.state.is_final())
         },
     )
     .await;

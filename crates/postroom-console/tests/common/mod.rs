@@ -138,14 +138,11 @@ pub async fn parked(no_sku: usize, negative: usize, good: usize) -> Parked {
     wait_for(
         Duration::from_secs(60),
         "the bad orders to be parked",
-        || {
-            let s = s.clone();
-            async move {
-                ParkingStore::count(&s, &ParkingFilter::default())
-                    .await
-                    .unwrap_or(0)
-                    == expected
-            }
+        async || {
+            ParkingStore::count(&s, &ParkingFilter::default())
+                .await
+                .unwrap_or(0)
+                == expected
         },
     )
     .await;
@@ -153,12 +150,9 @@ pub async fn parked(no_sku: usize, negative: usize, good: usize) -> Parked {
     wait_for(
         Duration::from_secs(60),
         "the good orders to be handled",
-        || {
-            let s = s.clone();
-            async move {
-                let n: i64 = sqlx_count(&s).await;
-                n == good as i64
-            }
+        async || {
+            let n: i64 = sqlx_count(&s).await;
+            n == good as i64
         },
     )
     .await;
