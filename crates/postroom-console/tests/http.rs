@@ -5,7 +5,7 @@
 mod common;
 
 use common::agent::Agent;
-use common::{CONSUMER, PASSWORD, SECRET, parked, serve, users, wait_for};
+use common::{CONSUMER, PASSWORD, SECRET, parked, serve, users, wait_for, wait_for_run_end};
 use postroom_console::Auth;
 use postroom_core::{AuditLog, ParkingArchive, ParkingFilter, ParkingStore};
 use reqwest::StatusCode;
@@ -295,47 +295,6 @@ async fn health_readiness_and_metrics() {
     }
 }
 
-async fn group_key(a: &mut Agent) -> String {
-    let (_, page, _) = a.get("/groups").await;
-    page.split(r#"data-key=""#)
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("a group key")
-        .to_string()
-}
-
-/// Wait until the end of run `run_id` is in the audit (its final state is stored after that).
-async fn wait_for_end(store: &postroom_sqlite::SqliteStore, run_id: &str) {
-    let store = store.clone();
-    let run_id = run_id.to_string();
-    wait_for(
-        Duration::from_secs(60),
-        "the end of the run in the audit",
-        async || {
-            store
-                .audit_entries(Some(&run_id), 10)
-                .await
-                .unwrap()
-                .iter()
-                .any(|e| e.action == "redrive.end")
-        },
-    )
-    .await;
-    let store2 = store.clone();
-    wait_for(
-        Duration::from_secs(10),
-        "the final state of the run",
-        async || {
-            store2
-                .run_control(&run_id)
-                .await
-                .unwrap()
-                .is_some_and(|c| c.state.is_final())
-        },
-    )
-    .await;
-}
-
 async fn run_state(store: &postroom_sqlite::SqliteStore, run_id: &str) -> postroom_core::RunState {
     store.run_control(run_id).await.unwrap().unwrap().state
 }
@@ -347,14 +306,10 @@ async fn a_group_run_pauses_resumes_and_warns_of_messages_that_joined_the_group(
     let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
     let mut a = Agent::new(&base);
     a.login("operator", PASSWORD).await;
-    let key = group_key(&mut a).await;
+    let key = a.group_key().await;
     a.post("/redrive/preview", &[("group", &key)], true).await;
     // One message every two seconds: the pause comes long before the last.
-    let (_, _, location) = a
-        .post("/redrive/start", &[("group", &key), ("rate", "0.5")], true)
-        .await;
-    let run = location.unwrap();
-    let run_id = run.trim_start_matches("/runs/").to_string();
+    let (run, run_id) = a.start_run(&key, "0.5").await;
     a.get(&run).await;
     let (status, _, _) = a.post(&format!("{run}/pause"), &[], true).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -374,7 +329,7 @@ async fn a_group_run_pauses_resumes_and_warns_of_messages_that_joined_the_group(
     assert_eq!(progress["joined"], 1, "{progress}");
     assert_eq!(progress["total"], 4, "the newcomer is not part of the run");
     a.post(&format!("{run}/resume"), &[], true).await;
-    wait_for_end(&p.store, &run_id).await;
+    wait_for_run_end(&p.store, &run_id).await;
     assert_eq!(run_state(&p.store, &run_id).await, RunState::Finished);
     let r = p.store.redrive_run(&run_id).await.unwrap().unwrap();
     assert_eq!((r.done, r.total), (4, 4));
@@ -409,16 +364,12 @@ async fn a_cancelled_run_stops_and_cannot_be_resumed() {
     let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
     let mut a = Agent::new(&base);
     a.login("operator", PASSWORD).await;
-    let key = group_key(&mut a).await;
+    let key = a.group_key().await;
     // One message every five seconds: the cancel comes long before the last.
-    let (_, _, location) = a
-        .post("/redrive/start", &[("group", &key), ("rate", "0.2")], true)
-        .await;
-    let run = location.unwrap();
-    let run_id = run.trim_start_matches("/runs/").to_string();
+    let (run, run_id) = a.start_run(&key, "0.2").await;
     a.get(&run).await;
     a.post(&format!("{run}/cancel"), &[], true).await;
-    wait_for_end(&p.store, &run_id).await;
+    wait_for_run_end(&p.store, &run_id).await;
     assert_eq!(run_state(&p.store, &run_id).await, RunState::Cancelled);
     let r = p.store.redrive_run(&run_id).await.unwrap().unwrap();
     assert!(
@@ -511,11 +462,8 @@ async fn a_run_page_that_shows_the_run_ended_shows_its_end_in_the_audit() {
     let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
     let mut a = Agent::new(&base);
     a.login("operator", PASSWORD).await;
-    let key = group_key(&mut a).await;
-    let (_, _, location) = a
-        .post("/redrive/start", &[("group", &key), ("rate", "100")], true)
-        .await;
-    let run = location.unwrap();
+    let key = a.group_key().await;
+    let (run, _) = a.start_run(&key, "100").await;
     let start = std::time::Instant::now();
     loop {
         let (_, page, _) = a.get(&run).await;
@@ -559,7 +507,7 @@ async fn a_message_its_consumer_already_applied_is_shown_skipped_before_and_afte
     let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
     let mut a = Agent::new(&base);
     a.login("operator", PASSWORD).await;
-    let key = group_key(&mut a).await;
+    let key = a.group_key().await;
     let (_, page, _) = a.post("/redrive/preview", &[("group", &key)], true).await;
     assert!(
         page.contains(r#"<strong id="preview-count">2</strong>"#),
@@ -570,12 +518,8 @@ async fn a_message_its_consumer_already_applied_is_shown_skipped_before_and_afte
         "one would be skipped: {page}"
     );
     assert!(page.contains("already applied"), "{page}");
-    let (_, _, location) = a
-        .post("/redrive/start", &[("group", &key), ("rate", "100")], true)
-        .await;
-    let run = location.unwrap();
-    let run_id = run.trim_start_matches("/runs/").to_string();
-    wait_for_end(&p.store, &run_id).await;
+    let (run, run_id) = a.start_run(&key, "100").await;
+    wait_for_run_end(&p.store, &run_id).await;
     let (_, page, _) = a.get(&run).await;
     assert!(
         page.contains(r#"<span id="run-skipped-n">1</span>"#),

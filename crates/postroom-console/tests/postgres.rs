@@ -7,7 +7,7 @@ mod common;
 
 use chrono::{DateTime, Utc};
 use common::agent::Agent;
-use common::{PASSWORD, serve_backend, users, wait_for};
+use common::{PASSWORD, serve_backend, users, wait_for, wait_for_run_end};
 use postroom_console::{Auth, ParkingConsole, PgBackend, SqliteBackend};
 use postroom_core::{
     AuditLog, Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, ErrorClass, Handled, Handler,
@@ -264,46 +264,14 @@ async fn console_on_postgres_groups_redrives_and_audits() {
         page.contains(r#"<span id="group-count">1</span>"#),
         "{page}"
     );
-    let key = page
-        .split(r#"data-key=""#)
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("a group key")
-        .to_string();
+    let key = a.group_key().await;
     let (_, page, _) = a.post("/redrive/preview", &[("group", &key)], true).await;
     assert!(
         page.contains(r#"<strong id="preview-count">3</strong>"#),
         "{page}"
     );
-    let (_, _, location) = a
-        .post("/redrive/start", &[("group", &key), ("rate", "50")], true)
-        .await;
-    let run_id = location.unwrap().trim_start_matches("/runs/").to_string();
-    // The end is audited, then the final state stored: wait for both.
-    wait_for(
-        Duration::from_secs(60),
-        "the end of the run in the audit",
-        async || {
-            parking
-                .audit_entries(Some(&run_id), 10)
-                .await
-                .is_ok_and(|a| a.iter().any(|e| e.action == "redrive.end"))
-        },
-    )
-    .await;
-    wait_for(
-        Duration::from_secs(10),
-        "the final state of the run",
-        async || {
-            parking
-                .run_control(&run_id)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|c| c.state.is_final())
-        },
-    )
-    .await;
+    let (_, run_id) = a.start_run(&key, "50").await;
+    wait_for_run_end(&parking, &run_id).await;
     assert_eq!(
         parking.run_control(&run_id).await.unwrap().unwrap().state,
         postroom_core::RunState::Finished

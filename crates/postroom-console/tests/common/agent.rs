@@ -44,6 +44,27 @@ impl Agent {
         self.send(req).await
     }
 
+    /// The key of the first cause group on the groups page.
+    pub async fn group_key(&mut self) -> String {
+        let (_, page, _) = self.get("/groups").await;
+        page.split(r#"data-key=""#)
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .expect("a group key")
+            .to_string()
+    }
+
+    /// Start a redrive run of group `key` at `rate` messages a second: the run's page
+    /// (`/runs/ID`) and its id.
+    pub async fn start_run(&mut self, key: &str, rate: &str) -> (String, String) {
+        let (status, page, location) = self
+            .post("/redrive/start", &[("group", key), ("rate", rate)], true)
+            .await;
+        let run = location.unwrap_or_else(|| panic!("no run started ({status}): {page}"));
+        let id = run.trim_start_matches("/runs/").to_string();
+        (run, id)
+    }
+
     /// POST a form; the session's CSRF token is added when `with_csrf`.
     pub async fn post(
         &mut self,

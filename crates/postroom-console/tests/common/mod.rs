@@ -202,3 +202,32 @@ pub async fn serve_backend<B: ParkingConsole + PipelineProbe>(
     tokio::spawn(async move { console.serve(listener, shutdown).await });
     (format!("http://{addr}"), stop)
 }
+
+/// Wait until the end of run `run_id` is in `parking`'s audit, then until its final state
+/// is stored (the end is audited first).
+pub async fn wait_for_run_end(parking: &dyn postroom_core::AuditLog, run_id: &str) {
+    wait_for(
+        Duration::from_secs(60),
+        "the end of the run in the audit",
+        async || {
+            parking
+                .audit_entries(Some(run_id), 10)
+                .await
+                .is_ok_and(|a| a.iter().any(|e| e.action == "redrive.end"))
+        },
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(10),
+        "the final state of the run",
+        async || {
+            parking
+                .run_control(run_id)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|c| c.state.is_final())
+        },
+    )
+    .await;
+}
