@@ -165,7 +165,7 @@ async fn follow_brokers_file(
     });
     let relayed = postroom_ops::relay::run_relay_following(
         &d.pipeline,
-        std::mem::replace(&mut d.registry, postroom_ops::Registry::empty()),
+        std::mem::take(&mut d.registry),
         &spec,
         file,
         relay_config,

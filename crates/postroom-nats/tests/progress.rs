@@ -6,7 +6,7 @@ mod common;
 
 use common::probe::{Mode, Probe, policy, run};
 use common::{TestNats, eventually, order};
-use postroom_core::{Delivery, Envelope, Ordering, Subscriber, Subscription, Transport};
+use postroom_core::{Delivery, Ordering, Subscriber, Subscription, Transport};
 use postroom_nats::NatsTransport;
 use postroom_testkit::cases::publish_to;
 use std::sync::Arc;
@@ -17,11 +17,6 @@ fn transport_with_one_second_ack_wait(nats: &TestNats) -> Arc<NatsTransport> {
     let mut cfg = nats.config();
     cfg.ack_wait = Duration::from_secs(1);
     nats.transport(cfg)
-}
-
-/// Publish `env` on the topic `order.created`.
-async fn publish_order_created(transport: &NatsTransport, env: &Envelope) {
-    publish_to(transport.publisher(), env, "order.created").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,7 +39,7 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
     let a = start().await;
     let b = start().await;
     let env = order("slow", 1);
-    publish_order_created(&transport, &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     assert!(
         eventually(Duration::from_secs(10), || async {
             !probe.calls_for(env.id).is_empty()
@@ -71,7 +66,7 @@ async fn a_dropped_delivery_stops_its_heartbeats_and_comes_back() {
         .subscribe(&Subscription::new("drop", &["order.created"]).prefetch(1))
         .await
         .unwrap();
-    publish_order_created(&transport, &order("d", 1)).await;
+    publish_to(transport.publisher(), &order("d", 1), "order.created").await;
     let first = sub
         .next(Duration::from_secs(10))
         .await

@@ -10,10 +10,7 @@
 mod common;
 
 use common::probe::{Mode, Probe, config, first_transient_retry, policy, run, store_at};
-use common::{
-    TestSqs, assert_moved_with_the_recorded_error, eventually, order, publish_order_created,
-    receive_within,
-};
+use common::{TestSqs, assert_moved_with_the_recorded_error, eventually, order, receive_within};
 use postroom_core::consumer::{Consumer, ConsumerConfig, Ordering};
 use postroom_core::failpoint::{self, Action};
 use postroom_core::parking::ingest::ingest_dead_letters;
@@ -22,6 +19,7 @@ use postroom_core::{
     Transport,
 };
 use postroom_sqs::{SqsTransport, TopologyConfig};
+use postroom_testkit::cases::publish_to;
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -124,7 +122,7 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
         let db = dir.path().join("inventory.db");
         let probe = Probe::with_inbox(store_at(&db).await, "inventory", Mode::Ok);
         let env = order("killed-1", 1);
-        publish_order_created(&transport, &env).await;
+        publish_to(transport.publisher(), &env, "order.created").await;
 
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
@@ -221,7 +219,7 @@ async fn visibility_shorter_than_the_handler_gives_a_duplicate_that_is_absorbed_
         transport.subscriber(&sub).await.unwrap(),
     );
     let env = order("slow-1", 1);
-    publish_order_created(&transport, &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     assert!(
         eventually(Duration::from_secs(20), || async {
             let calls = probe.calls_for(env.id);
@@ -254,7 +252,7 @@ async fn the_heartbeat_keeps_a_slow_handler_s_message_hidden() {
         runs.push(run(consumer, transport.subscriber(&sub).await.unwrap()));
     }
     let env = order("slow-2", 1);
-    publish_order_created(&transport, &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     assert!(
         eventually(Duration::from_secs(20), || async {
             probe
@@ -333,7 +331,7 @@ async fn a_message_that_kills_its_consumer_is_moved_by_max_receive_count_and_par
     let sub = Subscription::new("poison", &["order.created"]);
     let mut consumer_sub = transport.subscriber(&sub).await.unwrap();
     let env = order("poison-1", 1);
-    publish_order_created(&transport, &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     // First receive: a transient failure, retried after 1 s; the error is recorded.
     let first = receive_within(&mut consumer_sub, Duration::from_secs(10))
         .await
@@ -392,7 +390,7 @@ async fn the_consumer_parks_a_crash_loop_with_its_diagnostics_on_the_last_receiv
     let sub = Subscription::new("crashy", &["order.created"]);
     let env = order("crashy-1", 1);
     let mut raw = transport.subscriber(&sub).await.unwrap();
-    publish_order_created(&transport, &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     // Two receives whose consumer died before settling.
     for n in 1..=2 {
         let d = receive_within(&mut raw, Duration::from_secs(10))

@@ -6,17 +6,17 @@
 
 mod common;
 
-use common::{
-    TestSqs, assert_moved_with_the_recorded_error, order, publish_order_created, receive_within,
-};
+use common::{TestSqs, assert_moved_with_the_recorded_error, order, receive_within};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::parking::{LastError, LastErrorLog};
 use postroom_core::{
     Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscriber, Subscription,
+    Transport,
 };
 use postroom_postgres::PgStore;
 use postroom_sqlite::SqliteStore;
 use postroom_sqs::{SqsTransport, TopologyConfig};
+use postroom_testkit::cases::publish_to;
 use postroom_testkit::probe::{first_transient_retry, policy};
 use postroom_testkit::servers::TestDb;
 use std::sync::Arc;
@@ -132,7 +132,7 @@ async fn moved_by_sqs_and_parked_elsewhere_with_its_last_error(
         .unwrap()
         .with_last_errors(consumer_log);
     let env = order("o-1", 1);
-    publish_order_created(&consumer_side, &env).await;
+    publish_to(consumer_side.publisher(), &env, "order.created").await;
     let mut sub = consumer_side
         .subscriber(&Subscription::new("inventory", &["order.created"]))
         .await

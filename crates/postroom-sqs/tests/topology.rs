@@ -6,6 +6,7 @@ mod common;
 use aws_sdk_sqs::types::QueueAttributeName;
 use common::TestSqs;
 use postroom_sqs::{Change, Topology};
+use postroom_testkit::cases::publish_to;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -147,7 +148,7 @@ async fn backlog_counts_ready_and_received_messages() {
         .unwrap();
     for i in 0..3 {
         let env = common::order(&format!("b{i}"), 1);
-        common::publish_order_created(&transport, &env).await;
+        publish_to(transport.publisher(), &env, "order.created").await;
     }
     let b = transport.backlog("inventory").await.unwrap();
     assert_eq!((b.ready, b.unacked), (3, 0));

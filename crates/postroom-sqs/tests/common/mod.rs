@@ -8,9 +8,8 @@ pub mod probe;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{Credentials, Region};
-use postroom_core::{Envelope, ParkedMessage, Subscriber, Transport};
+use postroom_core::{ParkedMessage, Subscriber};
 use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport, Topology, TopologyConfig};
-use postroom_testkit::cases::publish_to;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,11 +117,6 @@ impl Drop for TestSqs {
             }
         });
     }
-}
-
-/// Publish `env` on the topic `order.created`.
-pub async fn publish_order_created(transport: &SqsTransport, env: &Envelope) {
-    publish_to(transport.publisher(), env, "order.created").await;
 }
 
 /// The next delivery `subscriber` receives within `total`, or `None`.

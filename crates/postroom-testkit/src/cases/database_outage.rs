@@ -36,10 +36,6 @@ fn order(id: &str) -> Envelope {
         .build()
 }
 
-async fn publish(transport: &dyn Transport, env: &Envelope) {
-    publish_to(transport.publisher(), env, "order.created").await;
-}
-
 async fn wait(timeout: Duration, what: &str, cond: impl Fn() -> bool) {
     assert!(
         super::wait_for(timeout, || std::future::ready(cond())).await,
@@ -60,7 +56,7 @@ pub async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks(
     let h = db.handler(path.port);
     let Running { stop, task, stats } = run(transport.as_ref(), h.clone(), "1s,2s").await;
     let env = order("down-1");
-    publish(transport.as_ref(), &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     wait(Duration::from_secs(30), "the message to be parked", || {
         !stats.snapshot().parked_by_code.is_empty()
     })
@@ -131,7 +127,7 @@ pub async fn postgres_back_before_the_budget_ends_is_processed_once(transport: A
     let h = db.handler(path.port);
     let Running { stop, task, stats } = run(transport.as_ref(), h.clone(), "1s,3s").await;
     let env = order("back-1");
-    publish(transport.as_ref(), &env).await;
+    publish_to(transport.publisher(), &env, "order.created").await;
     wait(Duration::from_secs(15), "two failed attempts", || {
         h.calls.lock().unwrap().len() >= 2
     })
