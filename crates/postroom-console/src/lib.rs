@@ -87,6 +87,15 @@ pub struct ConsoleConfig {
 /// The longest a feed's `/metrics` is waited for (less when samples are more frequent).
 const FEED_TIMEOUT: Duration = Duration::from_secs(2);
 
+postroom_core::setters!(ConsoleConfig {
+    /// Set the inbox feeds to watch.
+    feeds: Vec<FeedTarget>,
+    /// Set who may use it.
+    auth: Auth,
+    /// Set the sampling interval.
+    sample_every: Duration,
+});
+
 impl ConsoleConfig {
     /// Defaults: auth off (so loopback only), plain-HTTP cookies, sessions idle for 8 hours,
     /// archive retention 30 days, a sample every 10 seconds, no recorder, no feeds.
@@ -101,24 +110,6 @@ impl ConsoleConfig {
             prometheus: None,
             feeds: Vec::new(),
         }
-    }
-
-    /// Set the inbox feeds to watch.
-    pub fn feeds(mut self, feeds: Vec<FeedTarget>) -> Self {
-        self.feeds = feeds;
-        self
-    }
-
-    /// Set who may use it.
-    pub fn auth(mut self, auth: Auth) -> Self {
-        self.auth = auth;
-        self
-    }
-
-    /// Set the sampling interval.
-    pub fn sample_every(mut self, every: Duration) -> Self {
-        self.sample_every = every;
-        self
     }
 
     /// Set the recorder `/metrics` renders.

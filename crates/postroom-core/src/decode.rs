@@ -116,6 +116,11 @@ impl Default for EnvelopeDecoder {
     }
 }
 
+crate::setters!(EnvelopeDecoder {
+    /// Set the body size limit.
+    max_bytes: usize,
+});
+
 impl EnvelopeDecoder {
     /// Default limit: 256 KiB (the SQS maximum, and a sane one everywhere).
     pub const DEFAULT_MAX_BYTES: usize = 256 * 1024;
@@ -165,13 +170,6 @@ impl EnvelopeDecoder {
     #[must_use]
     pub fn accept_anything(mut self) -> Self {
         self.accept_any_type = true;
-        self
-    }
-
-    /// Set the body size limit.
-    #[must_use]
-    pub fn max_bytes(mut self, limit: usize) -> Self {
-        self.max_bytes = limit;
         self
     }
 

@@ -194,17 +194,20 @@ pub struct EnvelopeBuilder {
     envelope: Envelope,
 }
 
-impl EnvelopeBuilder {
+crate::setters!(EnvelopeBuilder {
     /// Set the id (normally left as the generated one).
-    pub fn id(mut self, id: MessageId) -> Self {
-        self.envelope.id = id;
-        self
-    }
+    id => envelope.id: MessageId,
     /// Set the schema version.
-    pub fn schema_version(mut self, v: u32) -> Self {
-        self.envelope.schema_version = v;
-        self
-    }
+    schema_version => envelope.schema_version: u32,
+    /// Set the payload.
+    data => envelope.data: serde_json::Value,
+    /// Set when the fact happened.
+    occurred_at => envelope.occurred_at: DateTime<Utc>,
+    /// Set the W3C trace context.
+    trace => envelope.trace: TraceContext,
+});
+
+impl EnvelopeBuilder {
     /// Set the aggregate.
     pub fn aggregate(
         mut self,
@@ -219,11 +222,6 @@ impl EnvelopeBuilder {
         };
         self
     }
-    /// Set the payload.
-    pub fn data(mut self, data: serde_json::Value) -> Self {
-        self.envelope.data = data;
-        self
-    }
     /// Set the correlation id.
     pub fn correlation_id(mut self, id: impl Into<String>) -> Self {
         self.envelope.correlation_id = Some(id.into());
@@ -232,16 +230,6 @@ impl EnvelopeBuilder {
     /// Set the causation id.
     pub fn causation_id(mut self, id: impl Into<String>) -> Self {
         self.envelope.causation_id = Some(id.into());
-        self
-    }
-    /// Set when the fact happened.
-    pub fn occurred_at(mut self, at: DateTime<Utc>) -> Self {
-        self.envelope.occurred_at = at;
-        self
-    }
-    /// Set the W3C trace context.
-    pub fn trace(mut self, trace: TraceContext) -> Self {
-        self.envelope.trace = trace;
         self
     }
     /// Finish.

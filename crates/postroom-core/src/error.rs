@@ -14,37 +14,11 @@ pub enum ErrorClass {
     Unknown,
 }
 
-impl ErrorClass {
-    /// Stable lowercase name.
-    #[must_use]
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ErrorClass::Transient => "transient",
-            ErrorClass::Permanent => "permanent",
-            ErrorClass::Unknown => "unknown",
-        }
-    }
-}
-
-impl fmt::Display for ErrorClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ErrorClass {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "transient" => Ok(Self::Transient),
-            "permanent" => Ok(Self::Permanent),
-            "unknown" => Ok(Self::Unknown),
-            other => Err(format!(
-                "unknown error class {other:?} (expected transient, permanent or unknown)"
-            )),
-        }
-    }
-}
+crate::stable_names!(ErrorClass, "error class" {
+    Transient => "transient",
+    Permanent => "permanent",
+    Unknown => "unknown",
+});
 
 /// What went wrong, in portable terms. Stores and transports map their codes into these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,24 +4,12 @@
 
 use crate::envelope::MessageId;
 use crate::error::{Error, ErrorKind, Result};
-use crate::parking::{LastError, ParkedStatus};
+use crate::parking::LastError;
 use chrono::{DateTime, Utc};
 
 /// The columns both stores select to read a [`ParkedSummary`](crate::parking::ParkedSummary).
 pub const PARKED_SUMMARY_COLUMNS: &str =
     "consumer, message_id, message_type, error_class, error_code, error_message, parked_at, status";
-
-/// A parked message's status from its stored name ([`ParkedStatus::as_str`]).
-impl std::str::FromStr for ParkedStatus {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        match s {
-            "parked" => Ok(Self::Parked),
-            "redriven" => Ok(Self::Redriven),
-            other => Err(format!("parked status {other:?}")),
-        }
-    }
-}
 
 impl LastError {
     /// The last error of `id` from its stored columns; `class` is the stored name of its
@@ -75,6 +63,7 @@ pub fn sqlx_error_kind(err: &sqlx::Error) -> ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parking::ParkedStatus;
 
     #[test]
     fn parked_status_reads_back_its_stored_name() {
@@ -83,7 +72,7 @@ mod tests {
         }
         assert_eq!(
             "gone".parse::<ParkedStatus>(),
-            Err("parked status \"gone\"".to_string())
+            Err(r#"unknown parked status "gone" (expected parked or redriven)"#.to_string())
         );
     }
 

@@ -53,6 +53,15 @@ pub struct KafkaConfig {
     pub extra: Vec<(String, String)>,
 }
 
+postroom_core::setters!(KafkaConfig {
+    /// Set the ladder.
+    ladder: RetryLadder,
+    /// Set the partitions of created topics.
+    partitions: i32,
+    /// Set the retry ordering policy.
+    ordering: RetryOrdering,
+});
+
 impl KafkaConfig {
     /// A workload on `brokers`, no prefix, the default ladder, one partition, replication 1.
     #[must_use]
@@ -76,27 +85,6 @@ impl KafkaConfig {
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
-        self
-    }
-
-    /// Set the ladder.
-    #[must_use]
-    pub fn ladder(mut self, ladder: RetryLadder) -> Self {
-        self.ladder = ladder;
-        self
-    }
-
-    /// Set the partitions of created topics.
-    #[must_use]
-    pub fn partitions(mut self, partitions: i32) -> Self {
-        self.partitions = partitions;
-        self
-    }
-
-    /// Set the retry ordering policy.
-    #[must_use]
-    pub fn ordering(mut self, ordering: RetryOrdering) -> Self {
-        self.ordering = ordering;
         self
     }
 

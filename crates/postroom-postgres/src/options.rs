@@ -36,13 +36,18 @@ impl Default for PgOptions {
     }
 }
 
-impl PgOptions {
+postroom_core::setters!(PgOptions {
     /// Set the table prefix.
-    pub fn prefix(mut self, prefix: TablePrefix) -> Self {
-        self.prefix = prefix;
-        self
-    }
+    prefix: TablePrefix,
+    /// Set the pool's size.
+    max_connections: u32,
+    /// Set the idle connections kept.
+    min_connections: u32,
+    /// Set the wait for a free connection.
+    acquire_timeout: Duration,
+});
 
+impl PgOptions {
     /// Put the tables in `schema` (`[a-z_][a-z0-9_]*`, at most 63 bytes).
     pub fn schema(mut self, schema: &str) -> Result<Self> {
         let mut chars = schema.chars();
@@ -59,24 +64,6 @@ impl PgOptions {
         }
         self.schema = Some(schema.to_string());
         Ok(self)
-    }
-
-    /// Set the pool's size.
-    pub fn max_connections(mut self, n: u32) -> Self {
-        self.max_connections = n;
-        self
-    }
-
-    /// Set the idle connections kept.
-    pub fn min_connections(mut self, n: u32) -> Self {
-        self.min_connections = n;
-        self
-    }
-
-    /// Set the wait for a free connection.
-    pub fn acquire_timeout(mut self, d: Duration) -> Self {
-        self.acquire_timeout = d;
-        self
     }
 
     /// Refuse a pool of zero connections or more idle connections than the maximum.

@@ -35,6 +35,15 @@ pub fn consumer<T: Contract>(name: &str, handler: impl TypedHandler<T>) -> Consu
     }
 }
 
+postroom_core::setters!(ConsumerSpec {
+    /// Deliveries handled at once (default 4).
+    concurrency => config.concurrency: usize,
+    /// Longest handler call before it counts as a transient failure (default 30 s).
+    handler_timeout => config.handler_timeout: Duration,
+    /// Order of handling (default: any order, kept by the version guard).
+    ordering => config.ordering: Ordering,
+});
+
 impl ConsumerSpec {
     /// A consumer `name` on `routes` (topic patterns: `*` one word, `#` any number) running
     /// `handler` on what `decoder` accepts (untyped: the handler reads
@@ -60,28 +69,10 @@ impl ConsumerSpec {
         self
     }
 
-    /// Deliveries handled at once (default 4).
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.config.concurrency = n;
-        self
-    }
-
     /// Unsettled deliveries the transport may hand out ahead (default: twice the
     /// concurrency).
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = Some(n);
-        self
-    }
-
-    /// Longest handler call before it counts as a transient failure (default 30 s).
-    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
-        self.config.handler_timeout = timeout;
-        self
-    }
-
-    /// Order of handling (default: any order, kept by the version guard).
-    pub fn ordering(mut self, ordering: Ordering) -> Self {
-        self.config.ordering = ordering;
         self
     }
 

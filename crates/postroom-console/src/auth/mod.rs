@@ -43,17 +43,13 @@ pub enum Permission {
     EditRedrive,
 }
 
-impl Role {
-    /// Stable name.
-    #[must_use]
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
+postroom_core::stable_names!(Role, "role" {
+    Viewer => "viewer",
+    Operator => "operator",
+    Admin => "admin",
+});
 
+impl Role {
     /// Whether this role grants `p`.
     #[must_use]
     pub fn allows(&self, p: Permission) -> bool {
@@ -63,20 +59,6 @@ impl Role {
                 matches!(self, Role::Operator | Role::Admin)
             }
             Permission::Purge | Permission::EditRedrive => matches!(self, Role::Admin),
-        }
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "viewer" => Ok(Role::Viewer),
-            "operator" => Ok(Role::Operator),
-            "admin" => Ok(Role::Admin),
-            other => Err(format!(
-                "unknown role {other:?} (expected viewer, operator or admin)"
-            )),
         }
     }
 }

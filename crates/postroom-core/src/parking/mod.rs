@@ -38,16 +38,10 @@ pub enum ParkedStatus {
     Redriven,
 }
 
-impl ParkedStatus {
-    /// Stable name.
-    #[must_use]
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ParkedStatus::Parked => "parked",
-            ParkedStatus::Redriven => "redriven",
-        }
-    }
-}
+crate::stable_names!(ParkedStatus, "parked status" {
+    Parked => "parked",
+    Redriven => "redriven",
+});
 
 /// A parked message with every diagnostic.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

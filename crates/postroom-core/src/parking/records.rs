@@ -112,39 +112,21 @@ pub enum RunState {
     Failed,
 }
 
-impl RunState {
-    /// Stable name.
-    #[must_use]
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RunState::Running => "running",
-            RunState::Paused => "paused",
-            RunState::Cancelled => "cancelled",
-            RunState::Finished => "finished",
-            RunState::Failed => "failed",
-        }
-    }
+crate::stable_names!(RunState, "redrive run state" {
+    Running => "running",
+    Paused => "paused",
+    Cancelled => "cancelled",
+    Finished => "finished",
+    Failed => "failed",
+});
 
+impl RunState {
     /// Whether the run can no longer change.
     #[must_use]
     pub fn is_final(&self) -> bool {
         match self {
             RunState::Cancelled | RunState::Finished => true,
             RunState::Running | RunState::Paused | RunState::Failed => false,
-        }
-    }
-}
-
-impl std::str::FromStr for RunState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "running" => Ok(Self::Running),
-            "paused" => Ok(Self::Paused),
-            "cancelled" => Ok(Self::Cancelled),
-            "finished" => Ok(Self::Finished),
-            "failed" => Ok(Self::Failed),
-            other => Err(format!("unknown redrive run state {other:?}")),
         }
     }
 }

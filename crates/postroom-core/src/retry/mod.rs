@@ -61,6 +61,20 @@ pub struct Attempt<'a> {
     pub message: &'a str,
 }
 
+crate::setters!(RetryPolicy {
+    /// Set the ladder, keeping the number of retries (the last stage repeats when retries
+    /// outnumber stages).
+    ladder: RetryLadder,
+    /// Set the number of retries after the first delivery.
+    retries => max_retries: u32,
+    /// Set the retries allowed for unclassified errors.
+    unknown_retries => max_unknown_retries: u32,
+    /// Set the business deadline counted from `occurred_at` (`None`: no deadline).
+    max_age: Option<Duration>,
+    /// Set the jitter fraction (added to each delay, never subtracted).
+    jitter: f64,
+});
+
 impl RetryPolicy {
     /// A policy with this ladder and as many retries as stages (the default's other limits).
     /// To state the number of retries separately, use
@@ -73,42 +87,6 @@ impl RetryPolicy {
             max_retries,
             ..Self::default()
         }
-    }
-
-    /// Set the ladder, keeping the number of retries (the last stage repeats when retries
-    /// outnumber stages).
-    #[must_use]
-    pub fn ladder(mut self, ladder: RetryLadder) -> Self {
-        self.ladder = ladder;
-        self
-    }
-
-    /// Set the number of retries after the first delivery.
-    #[must_use]
-    pub fn retries(mut self, max_retries: u32) -> Self {
-        self.max_retries = max_retries;
-        self
-    }
-
-    /// Set the retries allowed for unclassified errors.
-    #[must_use]
-    pub fn unknown_retries(mut self, n: u32) -> Self {
-        self.max_unknown_retries = n;
-        self
-    }
-
-    /// Set the business deadline counted from `occurred_at` (`None`: no deadline).
-    #[must_use]
-    pub fn max_age(mut self, max_age: Option<Duration>) -> Self {
-        self.max_age = max_age;
-        self
-    }
-
-    /// Set the jitter fraction (added to each delay, never subtracted).
-    #[must_use]
-    pub fn jitter(mut self, jitter: f64) -> Self {
-        self.jitter = jitter;
-        self
     }
 
     /// Decide what to do after a failed attempt. `unit` is a random number in `[0, 1)`

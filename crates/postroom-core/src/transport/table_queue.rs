@@ -24,6 +24,15 @@ pub struct QueueConfig {
     pub poll_interval: Duration,
 }
 
+crate::setters!(QueueConfig {
+    /// Set the lease.
+    lease: Duration,
+    /// Set the prefetch.
+    prefetch: usize,
+    /// Set the poll interval.
+    poll_interval: Duration,
+});
+
 impl QueueConfig {
     /// Settings with every value given.
     pub const fn new(lease: Duration, prefetch: usize, poll_interval: Duration) -> Self {
@@ -32,24 +41,6 @@ impl QueueConfig {
             prefetch,
             poll_interval,
         }
-    }
-
-    /// Set the lease.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Set the prefetch.
-    pub fn prefetch(mut self, prefetch: usize) -> Self {
-        self.prefetch = prefetch;
-        self
-    }
-
-    /// Set the poll interval.
-    pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.poll_interval = every;
-        self
     }
 
     /// What a queue in tables with these settings can do: any delay up to [`MAX_DELAY`] (the
