@@ -118,6 +118,21 @@ pub async fn start_batch_consumer(
     )
 }
 
+/// Write `good` to the outbox for `topic` with `odd` placed after its first `at` messages, so
+/// that `odd` travels inside a batch with neighbours on both sides.
+async fn produce_with_one_inside(
+    b: &Arc<Backend>,
+    topic: &str,
+    good: &[Envelope],
+    at: usize,
+    odd: &Envelope,
+) {
+    let (before, after) = good.split_at(at);
+    for e in before.iter().chain([odd]).chain(after) {
+        b.produce(e, topic).await.unwrap();
+    }
+}
+
 /// A batch holding a poison message is split until the poison stands alone: it is parked with
 /// its diagnostics, its neighbours are applied once each and never retried or parked; a
 /// duplicate delivery inside the run is absorbed.
@@ -127,33 +142,24 @@ pub async fn batch_isolates_a_poison_message(b: &Arc<Backend>) {
     let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
     let good: Vec<Envelope> = (0..9).map(|i| order(&format!("bp{i}"), 1)).collect();
     let poison = order("bp-poison", 1);
-    for e in good
-        .iter()
-        .take(4)
-        .chain([&poison])
-        .chain(good.iter().skip(4))
-    {
-        b.produce(e, &topic).await.unwrap();
-    }
+    produce_with_one_inside(b, &topic, &good, 4, &poison).await;
     relay_all(b, "r1").await;
     b.publisher()
         .publish(&OutgoingMessage::from_envelope(&good[0], &topic))
         .await
         .unwrap();
-    assert!(
-        wait_for(Duration::from_secs(30), || async {
-            effects_of(b, &c, &good).await == 9 && !parked_of(b, &c).await.is_empty()
-        })
-        .await,
-        "the good messages applied and the poison parked"
-    );
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            run.stats().duplicates >= 1
-        })
-        .await,
-        "the duplicate delivery is absorbed"
-    );
+    until(
+        Duration::from_secs(30),
+        "the good messages applied and the poison parked",
+        || async { effects_of(b, &c, &good).await == 9 && !parked_of(b, &c).await.is_empty() },
+    )
+    .await;
+    until(
+        Duration::from_secs(20),
+        "the duplicate delivery is absorbed",
+        || async { run.stats().duplicates >= 1 },
+    )
+    .await;
     let stats = run.stop().await;
     for e in &good {
         assert_eq!(
@@ -184,24 +190,18 @@ pub async fn batch_retries_only_the_failing_message(b: &Arc<Backend>) {
     let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
     let good: Vec<Envelope> = (0..6).map(|i| order(&format!("bf{i}"), 1)).collect();
     let flaky = order("bf-flaky", 1);
-    for e in good
-        .iter()
-        .take(3)
-        .chain([&flaky])
-        .chain(good.iter().skip(3))
-    {
-        b.produce(e, &topic).await.unwrap();
-    }
+    produce_with_one_inside(b, &topic, &good, 3, &flaky).await;
     relay_all(b, "r1").await;
     let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    assert!(
-        wait_for(wait, || async {
+    until(
+        wait,
+        "everything applied, the flaky one after its retry",
+        || async {
             effects_of(b, &c, &good).await == 6
                 && b.effect_count(&c, "effect:bf-flaky").await.unwrap() == 1
-        })
-        .await,
-        "everything applied, the flaky one after its retry"
-    );
+        },
+    )
+    .await;
     let recorder = run.recorder();
     let stats = run.stop().await;
     assert_eq!(
@@ -233,13 +233,12 @@ pub async fn batch_crash_after_commit_before_ack(b: &Arc<Backend>) {
     }
     let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            failpoint::hits(failpoint::BATCH_AFTER_COMMIT, &c) >= 1
-        })
-        .await,
-        "a batch committed and reached the point before its acks"
-    );
+    until(
+        Duration::from_secs(20),
+        "a batch committed and reached the point before its acks",
+        || async { failpoint::hits(failpoint::BATCH_AFTER_COMMIT, &c) >= 1 },
+    )
+    .await;
     // The lane that crashed takes the consumer down with it; start it again. A transport may
     // give the crashed batch's copies back to the first run before it stops (a consumer
     // group's rebalance): count what either run absorbed.
@@ -248,17 +247,16 @@ pub async fn batch_crash_after_commit_before_ack(b: &Arc<Backend>) {
     // The copies come back once the crashed consumer's hold on them ends (a lease, a
     // visibility timeout, a consumer group's session): a loaded machine stretches that.
     let wait = b.caps().redelivery_after * 6 + Duration::from_secs(30);
-    assert!(
-        wait_for(wait, || async { effects_of(b, &c, &envs).await == 4 }).await,
-        "every message applied"
-    );
-    assert!(
-        wait_for(wait, || async {
-            first.duplicates + run.stats().duplicates >= 1
-        })
-        .await,
-        "the messages of the crashed batch came back and were absorbed"
-    );
+    until(wait, "every message applied", || async {
+        effects_of(b, &c, &envs).await == 4
+    })
+    .await;
+    until(
+        wait,
+        "the messages of the crashed batch came back and were absorbed",
+        || async { first.duplicates + run.stats().duplicates >= 1 },
+    )
+    .await;
     run.stop().await;
     for e in &envs {
         assert_eq!(effect_of(b, &c, e).await, 1, "nothing applied twice");

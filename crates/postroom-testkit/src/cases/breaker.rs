@@ -5,6 +5,7 @@
 //! is processed, once, and the breaker closes.
 
 use crate::servers::pg_cluster::PgCluster;
+use crate::wait::until;
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::{
     BreakerConfig, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
@@ -41,13 +42,6 @@ fn order(i: usize) -> Envelope {
         .aggregate("order", &id, 1)
         .data(serde_json::json!({ "order_id": id }))
         .build()
-}
-
-async fn wait(timeout: Duration, what: &str, cond: impl AsyncFn() -> bool) {
-    assert!(
-        super::wait_for(timeout, || cond()).await,
-        "timed out after {timeout:?} waiting for {what}"
-    );
 }
 
 /// Run the scenario on `transport`, whose consumer `consumer` receives `order.created` (and
@@ -105,13 +99,13 @@ pub async fn default_breaker_rides_out_a_database_outage(
             .await
             .unwrap();
     }
-    wait(Duration::from_secs(30), "the breaker to open", async || {
+    until(Duration::from_secs(30), "the breaker to open", async || {
         consumer_loop.step().breaker().is_open()
     })
     .await;
     db.start_again();
 
-    wait(
+    until(
         Duration::from_secs(60),
         "every message to be applied once the database came back",
         async || {
@@ -122,7 +116,7 @@ pub async fn default_breaker_rides_out_a_database_outage(
         },
     )
     .await;
-    wait(
+    until(
         Duration::from_secs(30),
         "the backlog to drain",
         async || {

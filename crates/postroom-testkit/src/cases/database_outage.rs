@@ -11,22 +11,52 @@ use crate::recording::BROKER_CLOCK_RATE;
 use crate::running::{Running, spawn};
 use crate::servers::CuttablePath;
 use crate::stores::pg_effects::{PgEffect, PgEffectsDb, inventory_config};
+use crate::wait::until;
 use postroom_core::consumer::Consumer;
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{Envelope, ErrorClass, ParkingFilter, ParkingStore, Subscription, Transport};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Subscribe `inventory` (prefetch 4) and run a consumer with `ladder` (as many retries as
-/// stages).
-async fn run(transport: &dyn Transport, h: Arc<PgEffect>, ladder: &str) -> Running {
-    let consumer =
-        Consumer::for_transport(inventory_config(ladder), h, &transport.capabilities()).unwrap();
-    let sub = transport
-        .subscribe(&Subscription::new("inventory", &["order.created"]).prefetch(4))
-        .await
+/// A scenario's start: a fresh effects database whose path is cut, the handler that reaches
+/// it through that path, `inventory` (prefetch 4) consuming with `ladder` (as many retries as
+/// stages), and one order published.
+struct Outage {
+    db: PgEffectsDb,
+    path: CuttablePath,
+    h: Arc<PgEffect>,
+    running: Running,
+    env: Envelope,
+}
+
+impl Outage {
+    /// Cut the path, start the consumer on `transport` and publish the order `id`.
+    async fn start(transport: &dyn Transport, ladder: &str, id: &str) -> Self {
+        let db = PgEffectsDb::fresh().await;
+        let path = CuttablePath::to_postgres().await;
+        path.down();
+        let h = db.handler(path.port);
+        let consumer = Consumer::for_transport(
+            inventory_config(ladder),
+            h.clone(),
+            &transport.capabilities(),
+        )
         .unwrap();
-    spawn(consumer, sub)
+        let sub = transport
+            .subscribe(&Subscription::new("inventory", &["order.created"]).prefetch(4))
+            .await
+            .unwrap();
+        let running = spawn(consumer, sub);
+        let env = order(id);
+        publish_to(transport.publisher(), &env, "order.created").await;
+        Self {
+            db,
+            path,
+            h,
+            running,
+            env,
+        }
+    }
 }
 
 fn order(id: &str) -> Envelope {
@@ -36,13 +66,6 @@ fn order(id: &str) -> Envelope {
         .build()
 }
 
-async fn wait(timeout: Duration, what: &str, cond: impl Fn() -> bool) {
-    assert!(
-        super::wait_for(timeout, || std::future::ready(cond())).await,
-        "timed out after {timeout:?} waiting for {what}"
-    );
-}
-
 /// PostgreSQL down longer than the budget of the ladder `1s,2s`: one delivery per stage, each
 /// no earlier than the failed attempt's return plus the stage's delay, then the message is
 /// parked with the diagnostics of a lost database (ingested from the transport's dead-letter
@@ -50,22 +73,19 @@ async fn wait(timeout: Duration, what: &str, cond: impl Fn() -> bool) {
 pub async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks(
     transport: Arc<dyn Transport>,
 ) {
-    let db = PgEffectsDb::fresh().await;
-    let path = CuttablePath::to_postgres().await;
-    path.down();
-    let h = db.handler(path.port);
-    let Running { stop, task, stats } = run(transport.as_ref(), h.clone(), "1s,2s").await;
-    let env = order("down-1");
-    publish_to(transport.publisher(), &env, "order.created").await;
-    wait(Duration::from_secs(30), "the message to be parked", || {
-        !stats.snapshot().parked_by_code.is_empty()
-    })
+    let o = Outage::start(transport.as_ref(), "1s,2s", "down-1").await;
+    let Running { stop, task, stats } = o.running;
+    until(
+        Duration::from_secs(30),
+        "the message to be parked",
+        async || !stats.snapshot().parked_by_code.is_empty(),
+    )
     .await;
     // Nothing more arrives: no hot loop.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let _ = stop.send(true);
     task.await.unwrap();
-    let calls = h.calls.lock().unwrap().clone();
+    let calls = o.h.calls.lock().unwrap().clone();
     assert_eq!(
         calls.iter().map(|c| c.0).collect::<Vec<_>>(),
         vec![0, 1, 2],
@@ -75,7 +95,7 @@ pub async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks(
     // (the failed attempt's handling time would hide a retry that came early), on this
     // process's clock: the broker's may run up to BROKER_CLOCK_RATE faster while it keeps the
     // delay.
-    let returned = h.returned.lock().unwrap().clone();
+    let returned = o.h.returned.lock().unwrap().clone();
     for (stage, delay) in [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))] {
         let waited = calls[stage].1 - returned[stage - 1];
         assert!(
@@ -102,7 +122,7 @@ pub async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks(
     .unwrap();
     assert_eq!(n, 1, "one record ingested");
     let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
-    assert_eq!(p.message_id, env.id);
+    assert_eq!(p.message_id, o.env.id);
     assert_eq!(p.attempts, 3);
     assert_eq!(p.error_class, ErrorClass::Transient);
     assert!(
@@ -114,31 +134,28 @@ pub async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks(
         p.first_failure_at <= p.parked_at - chrono::Duration::seconds(2),
         "the first failure time is the first delivery's, kept across the retries"
     );
-    path.restore();
-    assert_eq!(db.effects("down-1").await, 0);
+    o.path.restore();
+    assert_eq!(o.db.effects("down-1").await, 0);
 }
 
 /// PostgreSQL back before the budget of the ladder `1s,3s` ends: two failed attempts, then
 /// the message is applied once and nothing is parked.
 pub async fn postgres_back_before_the_budget_ends_is_processed_once(transport: Arc<dyn Transport>) {
-    let db = PgEffectsDb::fresh().await;
-    let path = CuttablePath::to_postgres().await;
-    path.down();
-    let h = db.handler(path.port);
-    let Running { stop, task, stats } = run(transport.as_ref(), h.clone(), "1s,3s").await;
-    let env = order("back-1");
-    publish_to(transport.publisher(), &env, "order.created").await;
-    wait(Duration::from_secs(15), "two failed attempts", || {
-        h.calls.lock().unwrap().len() >= 2
+    let o = Outage::start(transport.as_ref(), "1s,3s", "back-1").await;
+    let Running { stop, task, stats } = o.running;
+    until(Duration::from_secs(15), "two failed attempts", async || {
+        o.h.calls.lock().unwrap().len() >= 2
     })
     .await;
-    path.restore();
-    wait(Duration::from_secs(20), "processing after recovery", || {
-        stats.snapshot().applied == 1
-    })
+    o.path.restore();
+    until(
+        Duration::from_secs(20),
+        "processing after recovery",
+        async || stats.snapshot().applied == 1,
+    )
     .await;
     let _ = stop.send(true);
     task.await.unwrap();
     assert!(stats.snapshot().parked_by_code.is_empty());
-    assert_eq!(db.effects("back-1").await, 1);
+    assert_eq!(o.db.effects("back-1").await, 1);
 }

@@ -15,13 +15,10 @@ pub async fn dedup_absorbs_duplicate_delivery(b: &Arc<Backend>) {
         .publish(&OutgoingMessage::from_envelope(&env, &topic))
         .await
         .unwrap();
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            h.calls_for(env.id).len() >= 2
-        })
-        .await,
-        "both copies handled"
-    );
+    until(Duration::from_secs(20), "both copies handled", || async {
+        h.calls_for(env.id).len() >= 2
+    })
+    .await;
     let stats = run.stop().await;
     assert_eq!(
         b.effect_count(&c, "effect:d1").await.unwrap(),
@@ -51,13 +48,12 @@ pub async fn ack_only_after_commit(b: &Arc<Backend>) {
     let env = order("a1", 1);
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            failpoint::hits(failpoint::CONSUMER_BEFORE_ACK, &c) >= 1
-        })
-        .await,
-        "the handler committed and the worker reached the point before its ack"
-    );
+    until(
+        Duration::from_secs(20),
+        "the handler committed and the worker reached the point before its ack",
+        || async { failpoint::hits(failpoint::CONSUMER_BEFORE_ACK, &c) >= 1 },
+    )
+    .await;
     assert_eq!(b.effect_count(&c, "effect:a1").await.unwrap(), 1);
     // The process of this consumer is gone: stop the loop (its channel, lease or fetch goes
     // with it) and start the consumer again.
@@ -68,17 +64,18 @@ pub async fn ack_only_after_commit(b: &Arc<Backend>) {
     );
     let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
     let wait = b.caps().redelivery_after * 3 + Duration::from_secs(10);
-    assert!(
-        wait_for(wait, || async { h.calls_for(env.id).len() >= 2 }).await,
-        "redelivered after the crash: it was never acked"
-    );
-    assert!(
-        wait_for(Duration::from_secs(10), || async {
-            run.stats().duplicates == 1
-        })
-        .await,
-        "the redelivery is absorbed as a duplicate"
-    );
+    until(
+        wait,
+        "redelivered after the crash: it was never acked",
+        || async { h.calls_for(env.id).len() >= 2 },
+    )
+    .await;
+    until(
+        Duration::from_secs(10),
+        "the redelivery is absorbed as a duplicate",
+        || async { run.stats().duplicates == 1 },
+    )
+    .await;
     let stats = run.stop().await;
     assert_eq!(stats.applied, 0, "nothing applied twice");
     assert_eq!(b.effect_count(&c, "effect:a1").await.unwrap(), 1);
@@ -95,12 +92,10 @@ pub async fn business_outcome_is_acked(b: &Arc<Backend>) {
     let env = order("b1", 1);
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            !h.calls_for(env.id).is_empty()
-        })
-        .await
-    );
+    until(Duration::from_secs(20), "the first delivery", || async {
+        !h.calls_for(env.id).is_empty()
+    })
+    .await;
     tokio::time::sleep(
         b.caps().redelivery_after + b.caps().ladder.delay(0) + Duration::from_millis(500),
     )
@@ -146,15 +141,16 @@ pub async fn foreign_messages_are_deduplicated_retried_and_parked(b: &Arc<Backen
         b.publisher().publish(&m).await.unwrap();
     }
     let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    assert!(
-        wait_for(wait, || async {
+    until(
+        wait,
+        "applied once, the copy absorbed, the one without an id parked",
+        || async {
             b.effect_count(&c, "effect:p-42").await.unwrap() == 1
                 && run.stats().duplicates == 1
                 && !parked_of(b, &c).await.is_empty()
-        })
-        .await,
-        "applied once, the copy absorbed, the one without an id parked"
-    );
+        },
+    )
+    .await;
     let stats = run.stop().await;
     assert_eq!(stats.applied, 1);
     assert_eq!(

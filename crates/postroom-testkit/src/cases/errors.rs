@@ -20,13 +20,10 @@ pub async fn handler_timeout_retries_as_transient(b: &Arc<Backend>) {
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
     let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    assert!(
-        wait_for(wait, || async {
-            b.effect_count(&c, "effect:slow1").await.unwrap() == 1
-        })
-        .await,
-        "applied on the retry"
-    );
+    until(wait, "applied on the retry", || async {
+        b.effect_count(&c, "effect:slow1").await.unwrap() == 1
+    })
+    .await;
     let recorder = run.recorder();
     let stats = run.stop().await;
     assert_eq!(

@@ -253,7 +253,7 @@ pub async fn relay_all(b: &Arc<Backend>, relay_id: &str) {
     panic!("outbox did not drain");
 }
 
-pub use crate::wait::eventually as wait_for;
+pub use crate::wait::{eventually as wait_for, until};
 
 /// Every parked record of `consumer`, redriven ones included.
 pub async fn parked_of(b: &Arc<Backend>, consumer: &str) -> Vec<postroom_core::ParkedMessage> {

@@ -51,13 +51,12 @@ pub async fn redrive_by_criterion_at_rate(b: &Arc<Backend>) {
         took >= Duration::from_millis(490),
         "3 messages at 4/s take at least 0.5 s, took {took:?}"
     );
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            effects_of(b, &c, &selected).await == 3
-        })
-        .await,
-        "every redriven message applied"
-    );
+    until(
+        Duration::from_secs(20),
+        "every redriven message applied",
+        || async { effects_of(b, &c, &selected).await == 3 },
+    )
+    .await;
     run.stop().await;
     for e in &selected {
         assert_eq!(effect_of(b, &c, e).await, 1);
@@ -127,12 +126,10 @@ pub async fn redrive_resumes_after_interruption(b: &Arc<Backend>) {
         sent.values().all(|n| *n == 1),
         "a resumed run sends each id exactly once: {sent:?}"
     );
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            effects_of(b, &c, &envs).await == 4
-        })
-        .await
-    );
+    until(Duration::from_secs(20), "every message applied", || async {
+        effects_of(b, &c, &envs).await == 4
+    })
+    .await;
     run.stop().await;
     for e in &envs {
         assert_eq!(effect_of(b, &c, e).await, 1);

@@ -51,13 +51,10 @@ pub async fn relay_crash_between_publish_and_mark(b: &Arc<Backend>) {
         "republished {:?} after the crash, within the doomed relay's lease of {lease:?}",
         started.elapsed()
     );
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            h.calls_for(env.id).len() >= 2
-        })
-        .await,
-        "republished"
-    );
+    until(Duration::from_secs(20), "republished", || async {
+        h.calls_for(env.id).len() >= 2
+    })
+    .await;
     let stats = run.stop().await;
     assert!(
         h.calls_for(env.id).iter().all(|c| c.id == env.id),
@@ -80,7 +77,12 @@ pub async fn relay_keeps_aggregate_order(b: &Arc<Backend>) {
     let r2 = tokio::spawn(async move { relay_small_batches(&b2, "rb").await });
     r1.await.unwrap();
     r2.await.unwrap();
-    assert!(wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await);
+    until(
+        Duration::from_secs(30),
+        "all 30 messages handled",
+        || async { h.calls().len() >= 30 },
+    )
+    .await;
     run.stop().await;
     assert_delivered_in_order(&h, &["x", "y", "z"], 10);
 }
@@ -112,10 +114,12 @@ pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
             tokio::spawn(async move { relay.run(rx).await })
         })
         .collect();
-    assert!(
-        wait_for(Duration::from_secs(30), || async { h.calls().len() >= 30 }).await,
-        "all published and handled"
-    );
+    until(
+        Duration::from_secs(30),
+        "all published and handled",
+        || async { h.calls().len() >= 30 },
+    )
+    .await;
     stop_once_marked(b, Duration::from_secs(10), "all marked", stop, relays).await;
     run.stop().await;
     assert_delivered_in_order(&h, &["p", "q", "r"], 10);
@@ -130,13 +134,10 @@ async fn stop_once_marked(
     stop: watch::Sender<bool>,
     loops: Vec<tokio::task::JoinHandle<()>>,
 ) {
-    assert!(
-        wait_for(within, || async {
-            b.outbox().pending().await.unwrap() == 0
-        })
-        .await,
-        "{what}"
-    );
+    until(within, what, || async {
+        b.outbox().pending().await.unwrap() == 0
+    })
+    .await;
     stop.send(true).unwrap();
     for r in loops {
         tokio::time::timeout(Duration::from_secs(10), r)
@@ -220,19 +221,15 @@ pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Back
     );
     let (stop, stopped) = watch::channel(false);
     let loop_task = tokio::spawn(async move { relay.run(stopped).await });
-    assert!(
-        wait_for(Duration::from_secs(20), || async { *is_held.borrow() }).await,
-        "the relay sent the first row and was held before taking in its confirms"
-    );
+    until(
+        Duration::from_secs(20),
+        "the relay sent the first row and was held before taking in its confirms",
+        || async { *is_held.borrow() },
+    )
+    .await;
     let second = order("early-b", 1);
     b.produce(&second, &topic).await.unwrap();
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            !h.calls_for(second.id).is_empty()
-        })
-        .await,
-        "the row written while the first batch's confirms were outstanding went out without waiting for them"
-    );
+    until(Duration::from_secs(20), "the row written while the first batch's confirms were outstanding went out without waiting for them", || async { !h.calls_for(second.id).is_empty() }).await;
     assert_eq!(
         b.outbox().pending().await.unwrap(),
         2,
@@ -247,13 +244,12 @@ pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Back
         vec![loop_task],
     )
     .await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            !h.calls_for(first.id).is_empty()
-        })
-        .await,
-        "the first row was applied too"
-    );
+    until(
+        Duration::from_secs(20),
+        "the first row was applied too",
+        || async { !h.calls_for(first.id).is_empty() },
+    )
+    .await;
     run.stop().await;
     assert_eq!(effect_of(b, &c, &first).await, 1);
     assert_eq!(effect_of(b, &c, &second).await, 1);

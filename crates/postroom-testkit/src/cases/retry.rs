@@ -17,10 +17,10 @@ pub async fn retry_ladder_never_earlier_than_stage(b: &Arc<Backend>) {
     b.produce(&env, &topic).await.unwrap();
     relay_all(b, "r1").await;
     let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    assert!(
-        wait_for(wait, || async { h.calls_for(env.id).len() as u32 > fails }).await,
-        "all attempts made"
-    );
+    until(wait, "all attempts made", || async {
+        h.calls_for(env.id).len() as u32 > fails
+    })
+    .await;
     let run_recorder = run.recorder();
     let stats = run.stop().await;
     let calls = h.calls_for(env.id);
@@ -152,13 +152,10 @@ pub async fn corrupt_body_parks_at_once(b: &Arc<Backend>) {
         .publish(&OutgoingMessage::from_envelope(&v9, &topic))
         .await
         .unwrap();
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            parked_of(b, &c).await.len() == 2
-        })
-        .await,
-        "both parked"
-    );
+    until(Duration::from_secs(20), "both parked", || async {
+        parked_of(b, &c).await.len() == 2
+    })
+    .await;
     let stats = run.stop().await;
     assert!(h.calls().is_empty(), "the handler never sees them");
     assert!(stats.retries_by_stage.is_empty(), "never retried");

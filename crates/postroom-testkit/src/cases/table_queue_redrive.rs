@@ -2,7 +2,7 @@
 //! redriven copy consumed and parked again before the redrive records it, a message already
 //! applied, a message older than the inbox's replay window.
 
-use super::{order, wait_for};
+use super::{order, until};
 use crate::probe::{Mode, Probe};
 use crate::table_queue::TableQueueFixture;
 use async_trait::async_trait;
@@ -59,13 +59,12 @@ fn consume(
 /// Publish `m` once the consumer's subscription takes it.
 async fn publish_once_subscribed(queue: &Arc<dyn Transport>, m: &OutgoingMessage) {
     let publisher = queue.publisher();
-    assert!(
-        wait_for(Duration::from_secs(10), || async {
-            publisher.publish(m).await.is_ok()
-        })
-        .await,
-        "timed out waiting for the subscription"
-    );
+    until(
+        Duration::from_secs(10),
+        "timed out waiting for the subscription",
+        || async { publisher.publish(m).await.is_ok() },
+    )
+    .await;
 }
 
 /// The redriven copy is consumed and parked again between the redrive's confirm and its
@@ -92,13 +91,12 @@ pub async fn a_copy_parked_again_before_the_redrive_mark_stays_visible<S: TableQ
             .first()
             .map(|p| (p.status, p.redrive_count))
     };
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            first_parking().await == Some((ParkedStatus::Parked, 0))
-        })
-        .await,
-        "timed out waiting for the first parking"
-    );
+    until(
+        Duration::from_secs(20),
+        "timed out waiting for the first parking",
+        || async { first_parking().await == Some((ParkedStatus::Parked, 0)) },
+    )
+    .await;
 
     let publisher = Arc::new(PausingPublisher {
         inner: queue.publisher(),
@@ -119,13 +117,12 @@ pub async fn a_copy_parked_again_before_the_redrive_mark_stays_visible<S: TableQ
         .await
         .expect("the redrive publish was confirmed");
     // The copy is consumed and parked again while the redrive has not recorded it yet.
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            first_parking().await == Some((ParkedStatus::Parked, 1))
-        })
-        .await,
-        "timed out waiting for the copy to be parked again"
-    );
+    until(
+        Duration::from_secs(20),
+        "timed out waiting for the copy to be parked again",
+        || async { first_parking().await == Some((ParkedStatus::Parked, 1)) },
+    )
+    .await;
     assert_eq!(
         handler.calls_for(env.id).len(),
         2,
@@ -166,13 +163,12 @@ async fn park_through_the_consumer(
     let mut m = OutgoingMessage::from_envelope(env, "order.created");
     m.id = id;
     publish_once_subscribed(queue, &m).await;
-    assert!(
-        wait_for(Duration::from_secs(20), || async {
-            !parking.get(id).await.unwrap().is_empty()
-        })
-        .await,
-        "timed out waiting for the parking"
-    );
+    until(
+        Duration::from_secs(20),
+        "timed out waiting for the parking",
+        || async { !parking.get(id).await.unwrap().is_empty() },
+    )
+    .await;
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
