@@ -7,10 +7,10 @@
 mod common;
 
 use common::node::OwnRabbit;
-use common::{TestRabbit, eventually, order};
+use common::{TestRabbit, eventually, order, publish_each, publish_order, spawn_on_transport};
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
-    OutgoingMessage, RetryPolicy, Subscription, Transport, async_trait,
+    RetryPolicy, Subscription, Transport, async_trait,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,19 +77,8 @@ async fn under_a_memory_alarm_acks_flow_and_a_blocked_retry_publish_hands_its_de
     // The failing message first, then the others, all before the alarm.
     let good: Vec<_> = (0..6).map(|i| order(&format!("g{i}"), 1)).collect();
     let publisher = transport.publisher();
-    publisher
-        .publish(&OutgoingMessage::from_envelope(
-            &order("fail", 1),
-            "order.created",
-        ))
-        .await
-        .unwrap();
-    for env in &good {
-        publisher
-            .publish(&OutgoingMessage::from_envelope(env, "order.created"))
-            .await
-            .unwrap();
-    }
+    publish_order(publisher.as_ref(), "fail").await;
+    publish_each(publisher.as_ref(), &good).await;
     assert!(
         eventually(Duration::from_secs(20), || async {
             node.queue_messages(&work_queue) == Some(7)
@@ -109,18 +98,12 @@ async fn under_a_memory_alarm_acks_flow_and_a_blocked_retry_publish_hands_its_de
     let consumer =
         Consumer::for_transport(cfg, handler.clone(), &transport.capabilities()).unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let run = {
-        let transport = transport.clone();
-        tokio::spawn(async move {
-            consumer
-                .run_on(
-                    transport.as_ref(),
-                    &Subscription::new("al", &["order.created"]).prefetch(16),
-                    rx,
-                )
-                .await
-        })
-    };
+    let run = spawn_on_transport(
+        consumer,
+        &transport,
+        Subscription::new("al", &["order.created"]).prefetch(16),
+        rx,
+    );
 
     // Acks flow on the consumers' connection: only the failing message stays in the queue.
     let acked = eventually(Duration::from_secs(30), || async {

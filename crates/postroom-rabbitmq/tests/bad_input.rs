@@ -7,7 +7,7 @@
 mod common;
 
 use common::probe::{Mode, Probe, policy, run_probe};
-use common::{TestRabbit, order, publish_order, sqlite};
+use common::{TestRabbit, order, parking_workload, publish_order};
 use lapin::BasicProperties;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -84,10 +84,7 @@ impl Handler for Panicking {
 /// the unknown-error budget (one retry here), then parked with its diagnostics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_is_retried_within_its_budget_then_parked() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("hp", &["order.created"]).await;
-    let (store, _dir) = sqlite().await;
-    let publisher = t.publisher();
+    let (t, store, _dir, publisher) = parking_workload("hp").await;
     let handler = Arc::new(Panicking {
         calls: AtomicU32::new(0),
     });
@@ -123,10 +120,7 @@ async fn a_panicking_handler_is_retried_within_its_budget_then_parked() {
 /// cannot be computed by adding, and must not panic. The message is retried or parked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_occurred_at_at_the_end_of_time_with_a_max_age_is_parked_not_a_panic() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("ot", &["order.created"]).await;
-    let (store, _dir) = sqlite().await;
-    let publisher = t.publisher();
+    let (t, store, _dir, publisher) = parking_workload("ot").await;
     let probe = Probe::new(Mode::Transient);
     let mut retry = policy("1s", 1);
     retry.max_age = Some(Duration::from_secs(3600));
@@ -151,10 +145,7 @@ async fn an_occurred_at_at_the_end_of_time_with_a_max_age_is_parked_not_a_panic(
 /// budget is spent, so the message is parked, with the count saturated rather than wrapped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_attempt_of_u32_max_is_parked_not_wrapped() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("ra", &["order.created"]).await;
-    let (store, _dir) = sqlite().await;
-    let publisher = t.publisher();
+    let (t, store, _dir, publisher) = parking_workload("ra").await;
     let probe = Probe::new(Mode::Transient);
     let running = run_probe(&t, "ra", 2, &publisher, &probe, policy("1s", 3), 1);
     let env = order("ra1", 1);
@@ -218,10 +209,7 @@ async fn names_over_255_bytes_are_refused_with_a_clear_error() {
 /// random one per copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_without_an_id_keeps_one_id_across_retry_and_park() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("ni", &["order.created"]).await;
-    let (store, _dir) = sqlite().await;
-    let publisher = t.publisher();
+    let (t, store, _dir, publisher) = parking_workload("ni").await;
     let probe = Probe::new(Mode::Transient);
     let running = run_probe(&t, "ni", 2, &publisher, &probe, policy("1s", 1), 1);
     let env = order("ni1", 1);

@@ -4,7 +4,6 @@
 mod common;
 
 use common::TestRabbit;
-use postroom_rabbitmq::RabbitTransport;
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use postroom_testkit::{Backend, TransportFixture};
 use std::sync::Arc;
@@ -14,12 +13,7 @@ async fn fresh() -> Backend {
     let rabbit = TestRabbit::new("1s,2s").await;
     // The work exchange exists before any consumer subscribes.
     rabbit.topology().apply().await.expect("apply");
-    let transport = RabbitTransport::new(
-        rabbit.broker.clone(),
-        rabbit.cfg(),
-        Some(rabbit.api.clone()),
-    )
-    .expect("transport");
+    let transport = rabbit.transport();
     Backend::new(
         Arc::new(SqliteFixture::fresh().await),
         TransportFixture {

@@ -14,8 +14,7 @@
 mod common;
 
 use common::TestRabbit;
-use common::eventually;
-use common::probe::{Mode, Probe};
+use common::probe::{Mode, Probe, handled_within};
 use postroom_core::outcome::codes;
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
@@ -136,7 +135,6 @@ async fn parked(t: &TestRabbit, store: &Arc<postroom_sqlite::SqliteStore>) -> Ve
 async fn crash_until_parked(
     test: &str,
     style: RetryStyle,
-    style_name: &str,
 ) -> (
     TestRabbit,
     Arc<postroom_sqlite::SqliteStore>,
@@ -153,7 +151,7 @@ async fn crash_until_parked(
     let env = common::order("boom", 1);
     publish_to(t.publisher(), &env, "order.created").await;
     let run = crash_loop::crash_until_parked(
-        || spawn_consumer(test, &t.prefix, style_name, &log),
+        || spawn_consumer(test, &t.prefix, style_name(style), &log),
         || async { !parked(&t, &store).await.is_empty() },
         |status| status.code() == Some(9),
         4 * DELIVERY_LIMIT,
@@ -194,7 +192,7 @@ async fn redrive_to_a_mended_consumer(
         .unwrap();
     assert_eq!(run.total, 1);
     redriver.execute(&run.id, 10.0, |_| {}).await.unwrap();
-    let transport = t.transport();
+    let transport = Arc::new(t.transport());
     let probe = Probe::new(Mode::Ok);
     let mut cfg = ConsumerConfig::new(
         "crashy",
@@ -204,19 +202,13 @@ async fn redrive_to_a_mended_consumer(
     cfg.retry = RetryPolicy::with_ladder("1s".parse().unwrap());
     let consumer = Consumer::for_transport(cfg, probe.clone(), &transport.capabilities()).unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(async move {
-        consumer
-            .run_on(
-                &transport,
-                &Subscription::new("crashy", &["order.created"]),
-                rx,
-            )
-            .await
-    });
-    let handled = eventually(Duration::from_secs(20), || async {
-        !probe.calls_for(p.message_id).is_empty()
-    })
-    .await;
+    let task = common::spawn_on_transport(
+        consumer,
+        &transport,
+        Subscription::new("crashy", &["order.created"]),
+        rx,
+    );
+    let handled = handled_within(&probe, p.message_id, Duration::from_secs(20)).await;
     let again = parked(t, store).await;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
@@ -229,6 +221,14 @@ async fn redrive_to_a_mended_consumer(
             .collect::<Vec<_>>()
     );
     assert!(again.is_empty(), "parked again: {again:?}");
+}
+
+/// How a consumer process is told `style` (read back by [`child_args`]).
+fn style_name(style: RetryStyle) -> &'static str {
+    match style {
+        RetryStyle::RejectDlx => "reject_dlx",
+        RetryStyle::AckPublish => "ack_publish",
+    }
 }
 
 fn child_args() -> Option<(String, RetryStyle, String)> {
@@ -264,34 +264,36 @@ fn check(p: &ParkedMessage, lines: &[String], crashes: u32) {
     assert_eq!(crashes, 1 + DELIVERY_LIMIT);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reject_dlx_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics() {
-    if let Some((prefix, style, log)) = child_args() {
-        return consumer_process(prefix, style, log).await;
+/// The case in one retry style, as the test named `test` (which its consumer processes run
+/// again): kill the consumer on every delivery until the message is parked, check the parking
+/// (two attempts, the first pass being `first_pass`), then redrive it to a mended consumer. In
+/// a consumer process, run the crashing consumer instead.
+async fn killed_on_every_delivery(test: &str, style: RetryStyle, first_pass: &str) {
+    if let Some((prefix, child_style, log)) = child_args() {
+        return consumer_process(prefix, child_style, log).await;
     }
-    let (t, store, _dir, p, lines, crashes) = crash_until_parked(
-        "reject_dlx_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics",
-        RetryStyle::RejectDlx,
-        "reject_dlx",
-    )
-    .await;
+    let (t, store, _dir, p, lines, crashes) = crash_until_parked(test, style).await;
     check(&p, &lines, crashes);
-    assert_eq!(p.attempts, 2, "one reject+DLX round before the crashes");
+    assert_eq!(p.attempts, 2, "{first_pass}");
     redrive_to_a_mended_consumer(&t, &store, &p).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ack_publish_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics() {
-    if let Some((prefix, style, log)) = child_args() {
-        return consumer_process(prefix, style, log).await;
-    }
-    let (t, store, _dir, p, lines, crashes) = crash_until_parked(
-        "ack_publish_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics",
-        RetryStyle::AckPublish,
-        "ack_publish",
+async fn reject_dlx_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics() {
+    killed_on_every_delivery(
+        "reject_dlx_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics",
+        RetryStyle::RejectDlx,
+        "one reject+DLX round before the crashes",
     )
     .await;
-    check(&p, &lines, crashes);
-    assert_eq!(p.attempts, 2, "one retry before the crashes");
-    redrive_to_a_mended_consumer(&t, &store, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_publish_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics() {
+    killed_on_every_delivery(
+        "ack_publish_a_consumer_killed_on_every_delivery_ends_parked_with_diagnostics",
+        RetryStyle::AckPublish,
+        "one retry before the crashes",
+    )
+    .await;
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::probe::{Mode, Probe, policy, run_probe};
-use common::{TestRabbit, eventually, publish_order, sqlite};
+use common::{TestRabbit, eventually, parking_workload, publish_order, sqlite};
 use postroom_core::{
     BacklogProbe, ErrorClass, MessageId, OutgoingMessage, Publisher, Route, Subscriber,
 };
@@ -136,13 +136,11 @@ async fn corrupt_json_is_parked_on_first_delivery() {
 /// source keeps the message and the backlog shows it; once repaired it is parked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parking_unavailable_keeps_the_message_in_the_source() {
-    let t = TestRabbit::new("1s").await;
-    let topo = t.add_consumer("pu", &["order.created"]).await;
+    let (t, store, _dir, publisher) = parking_workload("pu").await;
+    let topo = t.topology();
     let n = topo.names("pu");
     t.unbind(&n.dlx_exchange, postroom_rabbitmq::naming::PARKING_KEY)
         .await;
-    let (store, _dir) = sqlite().await;
-    let publisher = t.publisher();
     let probe = Probe::new(Mode::Permanent);
     let running = run_probe(&t, "pu", 1, &publisher, &probe, policy("1s", 3), 1);
     let env = publish_order(publisher.as_ref(), "pu1").await;

@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{TestRabbit, eventually, order};
+use common::{TestRabbit, eventually, publish_order};
 use postroom_core::consumer::Consumer;
 use postroom_core::failpoint::{self, Action};
-use postroom_core::{OutgoingMessage, Publisher};
 use postroom_testkit::cases::database_outage;
 use postroom_testkit::running::{Running, spawn};
 use postroom_testkit::servers::CuttablePath;
@@ -17,10 +16,16 @@ use postroom_testkit::stores::pg_effects::{PgEffectsDb, inventory_config};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A workload on `ladder` whose `inventory` consumer takes `order.created`.
+async fn inventory_workload(ladder: &str) -> TestRabbit {
+    let rabbit = TestRabbit::new(ladder).await;
+    rabbit.add_consumer("inventory", &["order.created"]).await;
+    rabbit
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks() {
-    let rabbit = TestRabbit::new("1s,2s").await;
-    rabbit.add_consumer("inventory", &["order.created"]).await;
+    let rabbit = inventory_workload("1s,2s").await;
     database_outage::postgres_down_longer_than_the_budget_walks_every_stage_then_parks(Arc::new(
         rabbit.transport(),
     ))
@@ -29,8 +34,7 @@ async fn postgres_down_longer_than_the_budget_walks_every_stage_then_parks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_back_before_the_budget_ends_is_processed_once() {
-    let rabbit = TestRabbit::new("1s,3s").await;
-    rabbit.add_consumer("inventory", &["order.created"]).await;
+    let rabbit = inventory_workload("1s,3s").await;
     database_outage::postgres_back_before_the_budget_ends_is_processed_once(Arc::new(
         rabbit.transport(),
     ))
@@ -49,8 +53,7 @@ async fn retry_published_but_original_ack_lost_gives_one_effect() {
         .with_test_writer()
         .with_env_filter("warn,postroom_rabbitmq=debug,postroom_core=info")
         .try_init();
-    let rabbit = TestRabbit::new("1s").await;
-    rabbit.add_consumer("inventory", &["order.created"]).await;
+    let rabbit = inventory_workload("1s").await;
     let db = PgEffectsDb::fresh().await;
     let path = Arc::new(CuttablePath::to_postgres().await);
     path.down();
@@ -104,11 +107,7 @@ async fn retry_published_but_original_ack_lost_gives_one_effect() {
         Consumer::new(inventory_config("1s"), h.clone()),
         rabbit.subscriber("inventory", 4, publisher.clone()),
     );
-    let env = order("lost-ack-1", 1);
-    publisher
-        .publish(&OutgoingMessage::from_envelope(&env, "order.created"))
-        .await
-        .unwrap();
+    publish_order(publisher.as_ref(), "lost-ack-1").await;
     // Bounded by the link's own bounds (a setup request unanswered for 10 s is dropped and
     // made again, the reconnect backoff), not by how quickly the broker usually answers.
     assert!(

@@ -8,7 +8,7 @@
 mod common;
 
 use common::node::OwnRabbit;
-use common::{TestRabbit, eventually, order};
+use common::{TestRabbit, eventually, order, spawn_on_transport};
 use postroom_core::{
     Consumer, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage, Subscription,
     Transport, async_trait,
@@ -113,18 +113,12 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
         &transport.capabilities(),
     )
     .unwrap();
-    let consuming = {
-        let transport = transport.clone();
-        tokio::spawn(async move {
-            consumer
-                .run_on(
-                    transport.as_ref(),
-                    &Subscription::new("hc", &["order.created"]),
-                    rx,
-                )
-                .await
-        })
-    };
+    let consuming = spawn_on_transport(
+        consumer,
+        &transport,
+        Subscription::new("hc", &["order.created"]),
+        rx,
+    );
 
     let applied = "SELECT id FROM effects";
     let published = "SELECT message_id FROM postroom_outbox WHERE published_at IS NOT NULL";

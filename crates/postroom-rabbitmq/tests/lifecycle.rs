@@ -12,6 +12,7 @@ use postroom_core::{
     EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, OutgoingMessage, RetryPolicy,
     Subscription, Transport, async_trait,
 };
+use postroom_rabbitmq::RabbitTransport;
 use postroom_testkit::cases::publish_all;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,23 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 /// Every ERROR event, as text.
 #[derive(Clone, Default)]
 struct Errors(Arc<Mutex<Vec<String>>>);
+
+impl Errors {
+    /// Collect every ERROR event of this process from now on (once per test process).
+    fn install() -> Self {
+        let errors = Self::default();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(errors.clone()),
+        )
+        .expect("one subscriber per test process");
+        errors
+    }
+
+    /// The ERROR events so far.
+    fn logged(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
 
 struct Fields(String);
 
@@ -59,6 +77,26 @@ impl Handler for Slow {
     }
 }
 
+/// A consumer `name` of `order.created` (version 1), retried on the `1s` stage up to `retries`
+/// times.
+fn order_config(name: &str, retries: u32) -> ConsumerConfig {
+    let mut cfg = ConsumerConfig::new(name, EnvelopeDecoder::new().accept("order.created", 1..=1));
+    cfg.retry = RetryPolicy::default()
+        .ladder("1s".parse().unwrap())
+        .retries(retries);
+    cfg
+}
+
+/// Publish `n` orders, with ids `<prefix>-0` onwards, in one batch through `transport`.
+async fn publish_orders(transport: &RabbitTransport, prefix: &str, n: usize) {
+    let messages: Vec<_> = (0..n)
+        .map(|i| {
+            OutgoingMessage::from_envelope(&order(&format!("{prefix}-{i}"), 1), "order.created")
+        })
+        .collect();
+    publish_all(transport.publisher().as_ref(), &messages).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_returns_with_the_consumer_attached() {
     let t = TestRabbit::new("1s").await;
@@ -82,20 +120,12 @@ async fn subscribe_returns_with_the_consumer_attached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_shutdown_and_close_log_no_error() {
-    let errors = Errors::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(errors.clone()))
-        .expect("one subscriber per test process");
+    let errors = Errors::install();
 
     let t = TestRabbit::new("1s").await;
     t.add_consumer("calm", &["order.created"]).await;
     let transport = Arc::new(t.transport());
-    let mut cfg = ConsumerConfig::new(
-        "calm",
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cfg.retry = RetryPolicy::default()
-        .ladder("1s".parse().unwrap())
-        .retries(3);
+    let cfg = order_config("calm", 3);
     let handler = Arc::new(Slow::default());
     let consumer =
         Consumer::for_transport(cfg, handler.clone(), &transport.capabilities()).unwrap();
@@ -106,10 +136,7 @@ async fn a_clean_shutdown_and_close_log_no_error() {
     let (stop, rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(async move { consumer.run(sub, rx).await });
 
-    let messages: Vec<_> = (0..300)
-        .map(|i| OutgoingMessage::from_envelope(&order(&format!("c-{i}"), 1), "order.created"))
-        .collect();
-    publish_all(transport.publisher().as_ref(), &messages).await;
+    publish_orders(&transport, "c", 300).await;
     // Shut down mid-stream: deliveries prefetched, handlers running, retries in the stage.
     assert!(
         eventually(Duration::from_secs(30), || async {
@@ -125,7 +152,7 @@ async fn a_clean_shutdown_and_close_log_no_error() {
     transport.close().await;
     t.broker.close().await;
 
-    let errors = errors.0.lock().unwrap().clone();
+    let errors = errors.logged();
     assert!(
         errors.is_empty(),
         "a clean close logged errors: {errors:#?}"
@@ -145,20 +172,12 @@ impl Handler for AlwaysDown {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_the_broker_with_retries_in_flight_logs_no_error_and_loses_nothing() {
-    let errors = Errors::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(errors.clone()))
-        .expect("one subscriber per test process");
+    let errors = Errors::install();
 
     let t = TestRabbit::new("1s").await;
     let topo = t.add_consumer("closing", &["order.created"]).await;
     let transport = Arc::new(t.transport());
-    let mut cfg = ConsumerConfig::new(
-        "closing",
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cfg.retry = RetryPolicy::default()
-        .ladder("1s".parse().unwrap())
-        .retries(100);
+    let mut cfg = order_config("closing", 100);
     cfg.concurrency = 8;
     // Keep pulling: the failures here are the point, not a dependency to protect.
     cfg.breaker = postroom_core::BreakerConfig {
@@ -177,10 +196,7 @@ async fn closing_the_broker_with_retries_in_flight_logs_no_error_and_loses_nothi
         let consumer = consumer.clone();
         tokio::spawn(async move { consumer.run(sub, rx).await })
     };
-    let messages: Vec<_> = (0..300)
-        .map(|i| OutgoingMessage::from_envelope(&order(&format!("r-{i}"), 1), "order.created"))
-        .collect();
-    publish_all(transport.publisher().as_ref(), &messages).await;
+    publish_orders(&transport, "r", 300).await;
     assert!(
         eventually(Duration::from_secs(30), || async {
             consumer
@@ -201,7 +217,7 @@ async fn closing_the_broker_with_retries_in_flight_logs_no_error_and_loses_nothi
         .expect("the consumer stops")
         .unwrap();
 
-    let errors = errors.0.lock().unwrap().clone();
+    let errors = errors.logged();
     assert!(errors.is_empty(), "closing logged errors: {errors:#?}");
     // Nothing was lost: every message is in the work queue or its retry stage.
     let names = topo.names("closing");
@@ -254,9 +270,7 @@ async fn close_returns_after_the_connection_has_ended() {
 /// must not be forgotten twice by it ("Connection error: invalid channel").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_while_the_runtime_is_busy_logs_no_error() {
-    let errors = Errors::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(errors.clone()))
-        .expect("one subscriber per test process");
+    let errors = Errors::install();
     let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let hogs: Vec<_> = (0..4)
         .map(|_| {
@@ -305,6 +319,6 @@ async fn closing_while_the_runtime_is_busy_logs_no_error() {
     }
     // What the client logs from its own tasks after the close has had time to run.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let errors = errors.0.lock().unwrap().clone();
+    let errors = errors.logged();
     assert!(errors.is_empty(), "closing logged errors: {errors:#?}");
 }

@@ -5,8 +5,8 @@
 mod common;
 
 use common::probe::{Mode, Probe, policy};
-use common::{TestRabbit, eventually, order};
-use postroom_core::{Consumer, ConsumerConfig, EnvelopeDecoder, OutgoingMessage, Publisher};
+use common::{TestRabbit, eventually, order, publish_each};
+use postroom_core::{Consumer, ConsumerConfig, EnvelopeDecoder};
 use postroom_rabbitmq::{PipelineStage, Tap};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -59,12 +59,7 @@ async fn stage_consumes_and_publishes_and_a_tap_copies_without_touching() {
     };
 
     let inputs: Vec<_> = (0..5).map(|i| order(&format!("p{i}"), 1)).collect();
-    for e in &inputs {
-        publisher
-            .publish(&OutgoingMessage::from_envelope(e, "order.created"))
-            .await
-            .unwrap();
-    }
+    publish_each(publisher.as_ref(), &inputs).await;
     assert!(
         eventually(Duration::from_secs(20), || async {
             ship_probe.calls().len() >= 5

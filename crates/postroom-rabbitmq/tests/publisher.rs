@@ -7,7 +7,16 @@ mod common;
 use common::TestRabbit;
 use postroom_core::{ErrorKind, MessageId, OutgoingMessage, Publisher, Route};
 use postroom_rabbitmq::management::PolicyInfo;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Whether `consumer`'s work queue holds exactly `n` messages within 15 s.
+async fn work_queue_holds(t: &TestRabbit, consumer: &str, n: u64) -> bool {
+    let queue = t.cfg().names(consumer).work_queue;
+    common::eventually(Duration::from_secs(15), || async {
+        t.queue_messages(&queue).await == n
+    })
+    .await
+}
 
 fn msg(topic: &str, n: usize) -> OutgoingMessage {
     OutgoingMessage {
@@ -50,7 +59,7 @@ async fn unroutable_mandatory_publish_is_an_unroutable_error() {
 #[tokio::test]
 async fn pipelined_batch_of_1000_gets_1000_results() {
     let t = TestRabbit::new("1s").await;
-    let topo = t.add_consumer("batch", &["b"]).await;
+    t.add_consumer("batch", &["b"]).await;
     let p = t.publisher();
     let batch: Vec<_> = (0..1000).map(|i| msg("b", i)).collect();
     let started = Instant::now();
@@ -63,13 +72,7 @@ async fn pipelined_batch_of_1000_gets_1000_results() {
         results.iter().find(|r| r.is_err())
     );
     eprintln!("1000 pipelined confirms in {took:?}");
-    let q = topo.names("batch").work_queue;
-    assert!(
-        common::eventually(std::time::Duration::from_secs(15), || async {
-            t.queue_messages(&q).await == 1000
-        })
-        .await
-    );
+    assert!(work_queue_holds(&t, "batch", 1000).await);
 }
 
 /// Publish `n` messages in one batch, to `lost_key` (bound to nothing) where `lost(i)` and to
@@ -123,7 +126,7 @@ async fn reject_publish_overflow_is_a_nack() {
     };
     t.api.put_policy(&cap).await.unwrap();
     assert!(
-        common::eventually(std::time::Duration::from_secs(15), || async {
+        common::eventually(Duration::from_secs(15), || async {
             t.api.queue(&q).await.unwrap().and_then(|i| i.policy) == Some(cap.name.clone())
         })
         .await
@@ -141,10 +144,7 @@ async fn reject_publish_overflow_is_a_nack() {
 
 #[tokio::test]
 async fn a_batch_larger_than_the_confirm_window_slides_through_it_with_each_return_its_own() {
-    let t = TestRabbit::on(&common::amqp_url(), &common::api_url(), "1s", |o| {
-        o.confirm_window = 16;
-    })
-    .await;
+    let t = TestRabbit::with_options("1s", |o| o.confirm_window = 16).await;
     t.add_consumer("window", &["w"]).await;
     publish_some_unroutable(&t, 400, "w", "nobody.w", |i| i % 50 == 25).await;
     let stats = t.broker.stats();
@@ -158,7 +158,7 @@ async fn a_batch_larger_than_the_confirm_window_slides_through_it_with_each_retu
 #[tokio::test]
 async fn single_sends_at_once_share_confirm_waits_and_each_gets_its_own_result() {
     let t = TestRabbit::new("1s").await;
-    let topo = t.add_consumer("together", &["routed"]).await;
+    t.add_consumer("together", &["routed"]).await;
     let p = t.publisher();
     // 120 callers at once, as many handlers retrying or parking together would; every
     // seventh is unroutable, so each group mixes returned and confirmed messages.
@@ -194,23 +194,16 @@ async fn single_sends_at_once_share_confirm_waits_and_each_gets_its_own_result()
         t.broker.stats().max_in_flight() > 1,
         "callers waiting while a group was in flight went out together"
     );
-    let q = topo.names("together").work_queue;
     assert!(
-        common::eventually(std::time::Duration::from_secs(15), || async {
-            t.queue_messages(&q).await == routed
-        })
-        .await,
+        work_queue_holds(&t, "together", routed).await,
         "every confirmed message is in the queue, once"
     );
 }
 
 #[tokio::test]
 async fn with_several_channels_a_single_send_does_not_wait_for_another_callers_batch() {
-    let t = TestRabbit::on(&common::amqp_url(), &common::api_url(), "1s", |o| {
-        o.publisher_channels = 4;
-    })
-    .await;
-    let topo = t.add_consumer("apart", &["bulk", "one"]).await;
+    let t = TestRabbit::with_options("1s", |o| o.publisher_channels = 4).await;
+    t.add_consumer("apart", &["bulk", "one"]).await;
     let p = t.publisher();
     // A batch large enough to keep its channel busy for a while (seconds here).
     let bulk: Vec<_> = (0..20_000).map(|i| msg("bulk", i)).collect();
@@ -219,7 +212,7 @@ async fn with_several_channels_a_single_send_does_not_wait_for_another_callers_b
         tokio::spawn(async move { p.publish_batch(&bulk).await })
     };
     assert!(
-        common::eventually(std::time::Duration::from_secs(10), || async {
+        common::eventually(Duration::from_secs(10), || async {
             t.broker.stats().max_in_flight() >= 2
         })
         .await,
@@ -240,22 +233,15 @@ async fn with_several_channels_a_single_send_does_not_wait_for_another_callers_b
         results.iter().all(Result::is_ok),
         "every bulk message is confirmed"
     );
-    let q = topo.names("apart").work_queue;
     assert!(
-        common::eventually(std::time::Duration::from_secs(15), || async {
-            t.queue_messages(&q).await == 20_001
-        })
-        .await,
+        work_queue_holds(&t, "apart", 20_001).await,
         "every confirmed message is in the queue, once"
     );
 }
 
 #[tokio::test]
 async fn with_several_channels_a_caller_whose_message_was_taken_waits_for_its_result() {
-    let t = TestRabbit::on(&common::amqp_url(), &common::api_url(), "1s", |o| {
-        o.publisher_channels = 4;
-    })
-    .await;
+    let t = TestRabbit::with_options("1s", |o| o.publisher_channels = 4).await;
     t.add_consumer("waits", &["routed"]).await;
     let p = t.publisher();
     let sends: Vec<_> = (0..120)
@@ -283,7 +269,7 @@ async fn with_several_channels_a_caller_whose_message_was_taken_waits_for_its_re
 #[tokio::test]
 async fn a_message_over_the_brokers_size_limit_is_refused_before_it_is_sent() {
     let t = TestRabbit::new("1s").await;
-    let topo = t.add_consumer("big", &["b"]).await;
+    t.add_consumer("big", &["b"]).await;
     let p = t.publisher();
     let mut huge = msg("b", 1);
     huge.body = vec![b'x'; 128 * 1024 * 1024 + 1];
@@ -295,11 +281,5 @@ async fn a_message_over_the_brokers_size_limit_is_refused_before_it_is_sent() {
     assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
     assert!(err.message().contains("134217728"), "{err}");
     assert!(!err.is_transient(), "{err}");
-    let q = topo.names("big").work_queue;
-    assert!(
-        common::eventually(std::time::Duration::from_secs(15), || async {
-            t.queue_messages(&q).await == 2
-        })
-        .await
-    );
+    assert!(work_queue_holds(&t, "big", 2).await);
 }

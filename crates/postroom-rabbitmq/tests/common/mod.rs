@@ -7,8 +7,8 @@ pub mod node;
 pub mod probe;
 
 use postroom_rabbitmq::{
-    Broker, ConfirmingPublisher, ManagementApi, RabbitSubscriber, SubscriberOptions, Topology,
-    TopologyConfig,
+    Broker, ConfirmingPublisher, ManagementApi, RabbitSubscriber, RabbitTransport,
+    SubscriberOptions, Topology, TopologyConfig,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +45,14 @@ impl TestRabbit {
     /// A workload `pr-<random>` with its own work exchange and `ladder`.
     pub async fn new(ladder: &str) -> Self {
         Self::on(&amqp_url(), &api_url(), ladder, |_| {}).await
+    }
+
+    /// A workload as [`TestRabbit::new`] makes it, its link's options changed by `tweak`.
+    pub async fn with_options(
+        ladder: &str,
+        tweak: impl FnOnce(&mut postroom_rabbitmq::BrokerOptions),
+    ) -> Self {
+        Self::on(&amqp_url(), &api_url(), ladder, tweak).await
     }
 
     /// A workload on the broker at `amqp` / `api`, its link's options changed by `tweak`.
@@ -256,13 +264,46 @@ pub async fn sqlite() -> (Arc<postroom_sqlite::SqliteStore>, tempfile::TempDir) 
     (Arc::new(store), dir)
 }
 
+/// A workload on a `1s` ladder whose `consumer` takes `order.created`, with a fresh parking
+/// store (kept alive by the returned guard) and a confirming publisher.
+pub async fn parking_workload(
+    consumer: &str,
+) -> (
+    TestRabbit,
+    Arc<postroom_sqlite::SqliteStore>,
+    tempfile::TempDir,
+    Arc<ConfirmingPublisher>,
+) {
+    let t = TestRabbit::new("1s").await;
+    t.add_consumer(consumer, &["order.created"]).await;
+    let (store, dir) = sqlite().await;
+    let publisher = t.publisher();
+    (t, store, dir, publisher)
+}
+
+/// Run `consumer` on `subscription` of `transport` in a task of its own, until `shutdown`
+/// says stop.
+pub fn spawn_on_transport<H: postroom_core::Handler + 'static>(
+    consumer: postroom_core::Consumer<H>,
+    transport: &Arc<RabbitTransport>,
+    subscription: postroom_core::Subscription,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<postroom_core::Result<()>> {
+    let transport = transport.clone();
+    tokio::spawn(async move {
+        consumer
+            .run_on(transport.as_ref(), &subscription, shutdown)
+            .await
+    })
+}
+
 /// An `order.created` envelope.
 #[allow(unused_imports)]
 pub use postroom_testkit::cases::order;
 
 /// Publish `order(id, 1)` on `order.created` through `publisher` (confirmed) and return it.
 pub async fn publish_order(
-    publisher: &impl postroom_core::Publisher,
+    publisher: &(impl postroom_core::Publisher + ?Sized),
     id: &str,
 ) -> postroom_core::Envelope {
     let env = order(id, 1);
@@ -274,4 +315,21 @@ pub async fn publish_order(
         .await
         .unwrap();
     env
+}
+
+/// Publish each of `envelopes` on `order.created` through `publisher`, one after another, each
+/// confirmed before the next is sent.
+pub async fn publish_each(
+    publisher: &(impl postroom_core::Publisher + ?Sized),
+    envelopes: &[postroom_core::Envelope],
+) {
+    for env in envelopes {
+        publisher
+            .publish(&postroom_core::OutgoingMessage::from_envelope(
+                env,
+                "order.created",
+            ))
+            .await
+            .unwrap();
+    }
 }

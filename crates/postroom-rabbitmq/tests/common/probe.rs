@@ -5,9 +5,10 @@
 
 pub use postroom_testkit::probe::{Mode, Probe, Running, policy};
 
-use postroom_core::{Consumer, Ordering, RetryPolicy};
+use postroom_core::{Consumer, MessageId, Ordering, RetryPolicy};
 use postroom_rabbitmq::{ConfirmingPublisher, RabbitSubscriber};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Run the core consumer loop on `sub` with `handler`.
 pub fn run(
@@ -39,4 +40,9 @@ pub fn run_probe(
         retry,
         concurrency,
     )
+}
+
+/// Whether `probe` is handed message `id` (at least once) within `bound`.
+pub async fn handled_within(probe: &Probe, id: MessageId, bound: Duration) -> bool {
+    super::eventually(bound, || async { !probe.calls_for(id).is_empty() }).await
 }
