@@ -10,14 +10,12 @@
 
 mod common;
 
-use common::{TestKafka, brokers};
-use postroom_core::parking::ingest::ingest_dead_letters;
+use common::{TestKafka, brokers, parked};
 use postroom_core::{
     Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
-    Ordering, OutgoingMessage, ParkingFilter, RetryPolicy, Subscription, Transport, async_trait,
+    Ordering, OutgoingMessage, RetryPolicy, Subscription, Transport, async_trait,
 };
 use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport};
-use postroom_testkit::StoreFixture;
 use postroom_testkit::cases::crash_loop::{assert_parked_as_crash_loop, crash_until_parked};
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
@@ -209,20 +207,7 @@ async fn a_record_that_kills_its_consumer_every_time_is_parked_as_a_crash_loop()
     }
 
     let store = Arc::new(SqliteFixture::fresh().await);
-    ingest_dead_letters(
-        &transport,
-        CONSUMER,
-        store.parking(),
-        Duration::from_secs(10),
-    )
-    .await
-    .expect("ingest");
-    let filter = ParkingFilter {
-        consumer: Some(CONSUMER.into()),
-        include_redriven: true,
-        ..ParkingFilter::default()
-    };
-    let parked = store.parking().search(&filter, 100).await.unwrap();
+    let parked = parked(&transport, &store, CONSUMER).await;
     assert_eq!(parked.len(), 1, "only the poison is parked: {parked:?}");
     assert_eq!(parked[0].message_id, poison.id);
     assert_parked_as_crash_loop(&parked[0], MAX_DELIVERIES, "crash-1");

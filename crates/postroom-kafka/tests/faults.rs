@@ -5,13 +5,9 @@
 
 mod common;
 
-use common::TestKafka;
-use common::ordered::{OrderedHandler, Running, event, publish_in_order, retries, run, wait_until};
-use postroom_core::parking::ingest::ingest_dead_letters;
-use postroom_core::{
-    ErrorClass, Handled, Handler, HandlerError, Incoming, MessageId, ParkingFilter, RetryPolicy,
-    Transport,
-};
+use common::ordered::{OrderedHandler, event, on_orders, publish_in_order, retries, wait_until};
+use common::{TestKafka, parked};
+use postroom_core::{ErrorClass, Handled, Handler, HandlerError, Incoming, MessageId, Transport};
 use postroom_kafka::headers::due_at;
 use postroom_kafka::{KafkaConfig, KafkaTransport};
 use postroom_testkit::StoreFixture;
@@ -147,22 +143,20 @@ async fn consumer_killed_after_commit_before_offset_stored_applies_once() {
     }
 }
 
-/// Parked records of `consumer`, moved from its parking topic into `store`.
-async fn parked(
+/// [`parked`], ingesting again (three times at most) while nothing of `consumer` is parked.
+async fn parked_within_three_ingests(
     t: &dyn Transport,
     store: &Arc<SqliteFixture>,
     consumer: &str,
 ) -> Vec<postroom_core::ParkedMessage> {
-    // The ingest's group takes a few seconds to join on tansu; it stops after 10 s of quiet.
-    ingest_dead_letters(t, consumer, store.parking(), Duration::from_secs(10))
-        .await
-        .expect("ingest");
-    let filter = ParkingFilter {
-        consumer: Some(consumer.into()),
-        include_redriven: true,
-        ..ParkingFilter::default()
-    };
-    store.parking().search(&filter, 100).await.expect("search")
+    let mut found = Vec::new();
+    for _ in 0..3 {
+        found = parked(t, store, consumer).await;
+        if !found.is_empty() {
+            break;
+        }
+    }
+    found
 }
 
 /// A database down longer than the budget: every stage of the ladder is walked (each retry
@@ -179,13 +173,7 @@ async fn database_down_longer_than_budget_walks_every_stage_then_parks() {
         wait_until(Duration::from_secs(30), || h.seen().len() == 3).await,
         "three attempts"
     );
-    let mut found = Vec::new();
-    for _ in 0..3 {
-        found = parked(t.as_ref(), &store, "dbdown").await;
-        if !found.is_empty() {
-            break;
-        }
-    }
+    let found = parked_within_three_ingests(t.as_ref(), &store, "dbdown").await;
     r.stop().await;
     let seen = h.seen();
     assert_eq!(
@@ -251,13 +239,7 @@ async fn corrupt_record_is_parked_on_first_delivery() {
     )
     .await
     .expect("raw send");
-    let mut found = Vec::new();
-    for _ in 0..3 {
-        found = parked(t.as_ref(), &store, "corrupt").await;
-        if !found.is_empty() {
-            break;
-        }
-    }
+    let found = parked_within_three_ingests(t.as_ref(), &store, "corrupt").await;
     r.stop().await;
     assert!(h.seen().is_empty(), "the handler never sees it");
     assert_eq!(found.len(), 1);
@@ -338,9 +320,7 @@ async fn no_retry_is_handled_before_its_due_time() {
     let events: Vec<_> = keys.iter().map(|k| event(k, 1)).collect();
     publish_in_order(t.as_ref(), "orders", &events).await;
     assert!(
-        wait_until(Duration::from_secs(60), || h.applied.lock().unwrap().len()
-            == keys.len())
-        .await,
+        wait_until(Duration::from_secs(60), || h.applied_count() == keys.len()).await,
         "all applied after two retries each"
     );
     r.stop().await;
@@ -401,15 +381,4 @@ async fn a_waiting_retry_survives_rebalances_and_is_never_early() {
     let due = due_at(&seen[1].headers).expect("due time");
     assert!(seen[1].wall >= due, "handled before its due time");
     assert!(seen[1].at - seen[0].at >= Duration::from_secs(8));
-}
-
-/// A per-key consumer `name` of the topic `orders` on `t`.
-async fn on_orders(
-    t: &Arc<dyn Transport>,
-    name: &str,
-    handler: Arc<dyn Handler>,
-    retry: RetryPolicy,
-    concurrency: usize,
-) -> Running {
-    run(t.clone(), name, &["orders"], handler, retry, concurrency).await
 }

@@ -4,8 +4,10 @@
 mod common;
 
 use common::TestKafka;
-use common::ordered::{OrderedHandler, event, publish_in_order, retries, run, wait_until};
-use postroom_core::Transport;
+use common::ordered::{
+    OrderedHandler, Running, event, on_orders, publish_in_order, retries, wait_until,
+};
+use postroom_core::{Envelope, Transport};
 use postroom_kafka::{KafkaTransport, RetryOrdering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +17,25 @@ fn transport(kafka: &TestKafka, ordering: RetryOrdering) -> Arc<dyn Transport> {
     Arc::new(KafkaTransport::new(config).expect("transport"))
 }
 
+/// Publish `events` to `orders` in order and stop `run` once `h` applied every one of them,
+/// failing the test when that takes more than 40 s.
+async fn publish_and_apply_all(
+    t: &dyn Transport,
+    h: &OrderedHandler,
+    run: Running,
+    events: &[Envelope],
+) {
+    publish_in_order(t, "orders", events).await;
+    assert!(
+        wait_until(Duration::from_secs(40), || h.applied_count()
+            == events.len())
+        .await,
+        "all applied: {:?}",
+        h.seen()
+    );
+    run.stop().await;
+}
+
 /// Default: a failed record goes to a retry topic and later versions of its key overtake it;
 /// the version guard defers them (a gap is transient) so the state is still applied in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,15 +43,7 @@ async fn retry_topics_keep_order_through_the_version_guard() {
     let kafka = TestKafka::new("1s,2s");
     let t = transport(&kafka, RetryOrdering::RetryTopics);
     let h = OrderedHandler::new(&[("a", 1, 1)], true);
-    let run = run(
-        t.clone(),
-        "guarded",
-        &["orders"],
-        h.clone(),
-        retries("1s,2s", 6),
-        4,
-    )
-    .await;
+    let run = on_orders(&t, "guarded", h.clone(), retries("1s,2s", 6), 4).await;
     publish_in_order(
         t.as_ref(),
         "orders",
@@ -58,25 +71,9 @@ async fn blocking_mode_holds_the_partition_until_the_failed_record_succeeds() {
     let kafka = TestKafka::new("1s");
     let t = transport(&kafka, RetryOrdering::Blocking);
     let h = OrderedHandler::new(&[("a", 1, 2)], false);
-    let run = run(
-        t.clone(),
-        "blocking",
-        &["orders"],
-        h.clone(),
-        retries("1s", 5),
-        4,
-    )
-    .await;
+    let run = on_orders(&t, "blocking", h.clone(), retries("1s", 5), 4).await;
     let events = [event("a", 1), event("b", 1), event("a", 2), event("b", 2)];
-    publish_in_order(t.as_ref(), "orders", &events).await;
-    assert!(
-        wait_until(Duration::from_secs(40), || h.applied.lock().unwrap().len()
-            == 4)
-        .await,
-        "all applied: {:?}",
-        h.seen()
-    );
-    run.stop().await;
+    publish_and_apply_all(t.as_ref(), &h, run, &events).await;
     let order: Vec<(String, u64, u32)> = h
         .seen()
         .iter()
@@ -114,15 +111,7 @@ async fn per_key_retry_keeps_a_keys_order_and_lets_other_keys_flow() {
     let kafka = TestKafka::new("1s,2s");
     let t = transport(&kafka, RetryOrdering::PerKeyRetry);
     let h = OrderedHandler::new(&[("a", 1, 2)], false);
-    let run = run(
-        t.clone(),
-        "perkey",
-        &["orders"],
-        h.clone(),
-        retries("1s,2s", 4),
-        4,
-    )
-    .await;
+    let run = on_orders(&t, "perkey", h.clone(), retries("1s,2s", 4), 4).await;
     let events = [
         event("a", 1),
         event("a", 2),
@@ -130,15 +119,7 @@ async fn per_key_retry_keeps_a_keys_order_and_lets_other_keys_flow() {
         event("a", 3),
         event("b", 2),
     ];
-    publish_in_order(t.as_ref(), "orders", &events).await;
-    assert!(
-        wait_until(Duration::from_secs(40), || h.applied.lock().unwrap().len()
-            == 5)
-        .await,
-        "all applied: {:?}",
-        h.seen()
-    );
-    run.stop().await;
+    publish_and_apply_all(t.as_ref(), &h, run, &events).await;
     assert_eq!(
         h.calls_of("a"),
         vec![(1, 0), (1, 1), (1, 2), (2, 0), (3, 0)],

@@ -24,16 +24,19 @@ async fn on_shop_pattern(
             .unwrap();
     }
     let h = OrderedHandler::new(&[], false);
-    let r = run(
-        t.clone(),
-        "pattern",
-        &["shop.*"],
-        h.clone(),
-        retries("1s", 1),
-        2,
-    )
-    .await;
+    let r = run_with_one_retry(&t, "pattern", "shop.*", h.clone()).await;
     (t, h, r)
+}
+
+/// Consumer `name` on `route` running `handler`, two records at a time; a failed record is
+/// retried once, after 1 s.
+async fn run_with_one_retry(
+    t: &Arc<dyn Transport>,
+    name: &str,
+    route: &str,
+    handler: Arc<OrderedHandler>,
+) -> Running {
+    run(t.clone(), name, &[route], handler, retries("1s", 1), 2).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,9 +47,7 @@ async fn a_pattern_route_takes_matching_topics_only() {
     publish_in_order(t.as_ref(), "shop.paid", &[event("b", 1)]).await;
     publish_in_order(t.as_ref(), "shop.paid.late", &[event("c", 1)]).await;
     assert!(
-        wait_until(Duration::from_secs(30), || h.applied.lock().unwrap().len()
-            >= 2)
-        .await,
+        wait_until(Duration::from_secs(30), || h.applied_count() >= 2).await,
         "both one-word topics consumed: {:?}",
         h.seen()
     );
@@ -90,10 +91,7 @@ async fn a_pattern_route_takes_a_matching_topic_created_later() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_is_the_groups_lag() {
     let kafka = TestKafka::new("1s");
-    let t = KafkaTransport::new(kafka.config.clone()).unwrap();
-    t.bind(&Subscription::new("lagging", &["orders"]))
-        .await
-        .unwrap();
+    let t = kafka.transport_bound_to("lagging", "orders").await;
     let events: Vec<_> = (1..=5).map(|v| event("lag", v)).collect();
     publish_in_order(&t, "orders", &events).await;
     let b = t.backlog("lagging").await.expect("backlog");
@@ -111,25 +109,9 @@ async fn a_pattern_route_never_takes_another_consumers_own_topics() {
     let kafka = TestKafka::new("1s");
     let t: Arc<dyn Transport> = Arc::new(KafkaTransport::new(kafka.config.clone()).unwrap());
     let shop = OrderedHandler::new(&[("a", 1, 99)], false);
-    let rs = run(
-        t.clone(),
-        "shop",
-        &["shop.created"],
-        shop.clone(),
-        retries("1s", 1),
-        2,
-    )
-    .await;
+    let rs = run_with_one_retry(&t, "shop", "shop.created", shop.clone()).await;
     let audit = OrderedHandler::new(&[], false);
-    let ra = run(
-        t.clone(),
-        "audit",
-        &["shop.*"],
-        audit.clone(),
-        retries("1s", 1),
-        2,
-    )
-    .await;
+    let ra = run_with_one_retry(&t, "audit", "shop.*", audit.clone()).await;
     publish_in_order(t.as_ref(), "shop.created", &[event("a", 1)]).await;
     assert!(
         wait_until(Duration::from_secs(30), || shop.seen().len() >= 2).await,

@@ -138,10 +138,7 @@ async fn plan_then_apply_creates_every_topic_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_creates_a_new_consumers_topics() {
     let kafka = TestKafka::new("1s,2s");
-    let t = KafkaTransport::new(kafka.config.clone()).expect("transport");
-    t.bind(&Subscription::new("late", &["late.topic"]))
-        .await
-        .expect("bind");
+    let t = kafka.transport_bound_to("late", "late.topic").await;
     let topics = kafka.topics();
     let p = &kafka.prefix;
     for n in [
@@ -166,10 +163,7 @@ async fn bind_creates_a_new_consumers_topics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_over_the_message_limit_fails_alone() {
     let kafka = TestKafka::new("1s");
-    let t = KafkaTransport::new(kafka.config.clone()).expect("transport");
-    t.bind(&Subscription::new("big", &["order.created"]))
-        .await
-        .expect("bind");
+    let t = kafka.transport_bound_to("big", "order.created").await;
     postroom_testkit::cases::a_message_over_the_transports_limit_fails_alone(&t, "order.created")
         .await;
 }

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{TestNats, order};
-use postroom_core::{Delivery, Subscriber, Subscription, Transport};
+use common::{TestNats, order, subscribe_to_orders};
+use postroom_core::{Delivery, Subscriber, Transport};
 use postroom_testkit::cases::publish_to;
 use std::time::Duration;
 
@@ -13,10 +13,7 @@ use std::time::Duration;
 async fn a_message_published_right_after_subscribe_returns_is_consumed() {
     let nats = TestNats::new().await;
     let transport = nats.transport(nats.config());
-    let mut sub = transport
-        .subscribe(&Subscription::new("ready", &["order.created"]).prefetch(4))
-        .await
-        .unwrap();
+    let mut sub = subscribe_to_orders(&transport, "ready", 4).await;
     let env = order("ready", 1);
     publish_to(transport.publisher(), &env, "order.created").await;
     let delivery = sub

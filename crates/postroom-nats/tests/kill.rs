@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{TestNats, eventually, order};
+use common::{TestNats, bind_to_orders, eventually, order};
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
     Subscription, Transport,
@@ -107,10 +107,7 @@ async fn a_consumer_killed_after_commit_before_ack_makes_one_effect() {
         .await
         .unwrap();
     let transport = nats.transport(nats.config());
-    transport
-        .bind(&Subscription::new("kill", &["order.created"]))
-        .await
-        .unwrap();
+    bind_to_orders(&transport, "kill").await;
     let env = order("k1", 1);
     publish_to(transport.publisher(), &env, "order.created").await;
     let status = std::process::Command::new(std::env::current_exe().unwrap())

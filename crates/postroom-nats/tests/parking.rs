@@ -9,12 +9,13 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestNats, eventually, order, stream_messages};
-use postroom_core::parking::ingest::ingest_dead_letters;
+use common::probe::{Mode, Probe, policy, run_on_orders};
+use common::{
+    TestNats, eventually, order, parked, parks_one_within, stream_messages, subscribe_to_orders,
+};
 use postroom_core::{
-    BoxSubscriber, Delivery, Envelope, ErrorClass, Ordering, ParkingFilter, ParkingStore,
-    Subscriber, Subscription, Transport,
+    BoxSubscriber, Delivery, Envelope, ErrorClass, ParkingFilter, ParkingStore, Subscriber,
+    Transport,
 };
 use postroom_nats::naming;
 use postroom_testkit::StoreFixture;
@@ -50,25 +51,10 @@ async fn one_order(
     cfg.ack_wait = Duration::from_secs(1);
     cfg.max_deliver = max_deliver;
     let transport = nats.transport(cfg);
-    let sub = transport
-        .subscribe(&Subscription::new(consumer, &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
+    let sub = subscribe_to_orders(&transport, consumer, 1).await;
     let env = order(id, 1);
     publish_to(transport.publisher(), &env, "order.created").await;
     (transport, sub, env)
-}
-
-async fn parked(transport: &dyn Transport, consumer: &str, store: &Arc<dyn ParkingStore>) -> u64 {
-    ingest_dead_letters(
-        transport,
-        consumer,
-        store.clone(),
-        Duration::from_millis(300),
-    )
-    .await
-    .unwrap();
-    store.count(&ParkingFilter::default()).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,23 +64,11 @@ async fn the_consumer_parks_a_crash_loop_on_the_last_delivery_the_server_makes()
     crash_on(&mut sub, 2).await;
     drop(sub);
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        &transport,
-        "loop",
-        &["order.created"],
-        probe.clone(),
-        policy("1s", 3),
-        1,
-        Ordering::Unordered,
-    )
-    .await;
+    let running = run_on_orders(&transport, "loop", probe.clone(), policy("1s", 3), 1).await;
     let fixture = SqliteFixture::fresh().await;
     let store: Arc<dyn ParkingStore> = fixture.parking();
     assert!(
-        eventually(Duration::from_secs(20), || async {
-            parked(transport.as_ref(), "loop", &store).await == 1
-        })
-        .await,
+        parks_one_within(transport.as_ref(), "loop", &store, Duration::from_secs(20)).await,
         "parked by the consumer on delivery 3"
     );
     // Nothing more: no advisory (the delivery was settled), no second record.
@@ -172,17 +146,11 @@ async fn the_advisory_waits_for_a_pull_request_and_then_parks() {
         quiet, 0,
         "2.9 advertises the limit only to an outstanding pull request"
     );
-    let sub = transport
-        .subscribe(&Subscription::new("quiet", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
+    let sub = subscribe_to_orders(&transport, "quiet", 1).await;
     let fixture = SqliteFixture::fresh().await;
     let store: Arc<dyn ParkingStore> = fixture.parking();
     assert!(
-        eventually(Duration::from_secs(15), || async {
-            parked(transport.as_ref(), "quiet", &store).await == 1
-        })
-        .await,
+        parks_one_within(transport.as_ref(), "quiet", &store, Duration::from_secs(15)).await,
         "parked once a pull request was outstanding"
     );
     drop(sub);

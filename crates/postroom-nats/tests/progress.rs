@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestNats, eventually, order};
-use postroom_core::{Delivery, Ordering, Subscriber, Subscription, Transport};
+use common::probe::{Mode, Probe, called_within, policy, run_on_orders};
+use common::{TestNats, next_delivery, order, subscribe_to_orders};
+use postroom_core::{Delivery, Subscriber, Transport};
 use postroom_nats::NatsTransport;
 use postroom_testkit::cases::publish_to;
 use std::sync::Arc;
@@ -25,27 +25,12 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
     let transport = transport_with_one_second_ack_wait(&nats);
     let probe = Probe::new(Mode::Slow(Duration::from_millis(3500)));
     // Two processes: a copy whose ownership lapsed would go to the other one.
-    let start = || {
-        run(
-            &transport,
-            "slow",
-            &["order.created"],
-            probe.clone(),
-            policy("1s", 2),
-            1,
-            Ordering::Unordered,
-        )
-    };
+    let start = || run_on_orders(&transport, "slow", probe.clone(), policy("1s", 2), 1);
     let a = start().await;
     let b = start().await;
     let env = order("slow", 1);
     publish_to(transport.publisher(), &env, "order.created").await;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !probe.calls_for(env.id).is_empty()
-        })
-        .await
-    );
+    assert!(called_within(&probe, env.id, Duration::from_secs(10)).await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let stats = a.stats.snapshot().applied + b.stats.snapshot().applied;
     a.stop().await;
@@ -62,10 +47,7 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
 async fn a_dropped_delivery_stops_its_heartbeats_and_comes_back() {
     let nats = TestNats::new().await;
     let transport = transport_with_one_second_ack_wait(&nats);
-    let mut sub = transport
-        .subscribe(&Subscription::new("drop", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
+    let mut sub = subscribe_to_orders(&transport, "drop", 1).await;
     publish_to(transport.publisher(), &order("d", 1), "order.created").await;
     let first = sub
         .next(Duration::from_secs(10))
@@ -75,15 +57,13 @@ async fn a_dropped_delivery_stops_its_heartbeats_and_comes_back() {
     assert_eq!(first.message().deliveries, Some(1));
     let dropped = Instant::now();
     drop(first);
-    let again = loop {
-        if let Some(d) = sub.next(Duration::from_millis(200)).await.unwrap() {
-            break d;
-        }
-        assert!(
-            dropped.elapsed() < Duration::from_secs(10),
-            "never came back"
-        );
-    };
+    let again = next_delivery(
+        &mut sub,
+        dropped,
+        Duration::from_secs(10),
+        "never came back",
+    )
+    .await;
     assert!(
         dropped.elapsed() >= Duration::from_millis(900),
         "back only after ack_wait"

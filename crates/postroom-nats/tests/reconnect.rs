@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
+use common::probe::{Mode, Probe, called_within, policy, run_on_orders};
 use common::server::OwnServer;
 use common::{TestNats, eventually, order};
-use postroom_core::{MessageId, Ordering, OutgoingMessage, Publisher, Transport};
+use postroom_core::{MessageId, OutgoingMessage, Publisher, Transport};
 use postroom_nats::naming;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -31,28 +31,14 @@ async fn a_deleted_durable_is_recreated_and_consumption_goes_on() {
     let cfg = nats.config();
     let transport = nats.transport(cfg.clone());
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        &transport,
-        "del",
-        &["order.created"],
-        probe.clone(),
-        policy("1s", 2),
-        2,
-        Ordering::Unordered,
-    )
-    .await;
+    let running = run_on_orders(&transport, "del", probe.clone(), policy("1s", 2), 2).await;
     let before = order("before", 1);
     let publisher = transport.publisher();
     publisher
         .publish(&OutgoingMessage::from_envelope(&before, "order.created"))
         .await
         .unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !probe.calls_for(before.id).is_empty()
-        })
-        .await
-    );
+    assert!(called_within(&probe, before.id, Duration::from_secs(10)).await);
     let lanes = naming::lanes(
         &transport.config(),
         transport.config().consumer("del").unwrap(),
@@ -72,10 +58,7 @@ async fn a_deleted_durable_is_recreated_and_consumption_goes_on() {
     )
     .await;
     assert!(
-        eventually(Duration::from_secs(20), || async {
-            !probe.calls_for(after.id).is_empty()
-        })
-        .await,
+        called_within(&probe, after.id, Duration::from_secs(20)).await,
         "consumed after the durable was recreated"
     );
     assert!(
@@ -97,16 +80,7 @@ async fn a_server_restart_mid_run_loses_nothing() {
     let nats = TestNats::at(&server.url()).await;
     let transport = nats.transport(nats.config());
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        &transport,
-        "rs",
-        &["order.created"],
-        probe.clone(),
-        policy("1s", 2),
-        4,
-        Ordering::Unordered,
-    )
-    .await;
+    let running = run_on_orders(&transport, "rs", probe.clone(), policy("1s", 2), 4).await;
     let publisher = transport.publisher();
     let mut ids: Vec<MessageId> = Vec::new();
     for i in 0..40 {

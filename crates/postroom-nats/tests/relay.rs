@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestNats, eventually, order, stream_messages};
-use postroom_core::{Ordering, OutboxRelay, RelayConfig, Transport};
+use common::probe::{Mode, Probe, policy, run_on_orders};
+use common::{TestNats, bind_to_orders, eventually, order, stream_messages};
+use postroom_core::{OutboxRelay, RelayConfig, Transport};
 use postroom_testkit::cases::publish_all;
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use postroom_testkit::{Backend, TransportFixture};
@@ -19,16 +19,7 @@ async fn a_relay_killed_after_publish_before_mark_leaves_one_copy_in_the_stream(
     let nats = TestNats::new().await;
     let transport = nats.transport(nats.config());
     let probe = Probe::new(Mode::Ok);
-    let running = run(
-        &transport,
-        "inv",
-        &["order.created"],
-        probe.clone(),
-        policy("1s", 2),
-        2,
-        Ordering::Unordered,
-    )
-    .await;
+    let running = run_on_orders(&transport, "inv", probe.clone(), policy("1s", 2), 2).await;
     let backend = Backend::new(
         Arc::new(SqliteFixture::fresh().await),
         TransportFixture {
@@ -88,10 +79,7 @@ async fn a_relay_killed_after_publish_before_mark_leaves_one_copy_in_the_stream(
 async fn a_message_over_the_servers_max_payload_fails_alone() {
     let nats = TestNats::new().await;
     let transport = nats.transport(nats.config());
-    transport
-        .bind(&postroom_core::Subscription::new("big", &["order.created"]))
-        .await
-        .unwrap();
+    bind_to_orders(&transport, "big").await;
     postroom_testkit::cases::a_message_over_the_transports_limit_fails_alone(
         transport.as_ref(),
         "order.created",

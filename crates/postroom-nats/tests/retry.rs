@@ -4,13 +4,12 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run};
-use common::{TestNats, eventually, order};
-use postroom_core::parking::ingest::ingest_dead_letters;
-use postroom_core::{
-    Delivery, ErrorClass, Ordering, OutgoingMessage, ParkingFilter, RetryPlan, Subscriber,
-    Subscription, Transport,
+use common::probe::{Mode, Probe, policy, run_on_orders};
+use common::{
+    TestNats, bind_to_orders, eventually, next_delivery, order, parks_one_within, publish_orders,
+    subscribe_to_orders,
 };
+use postroom_core::{Delivery, ErrorClass, ParkingFilter, RetryPlan, Subscriber, Transport};
 use postroom_testkit::StoreFixture;
 use postroom_testkit::cases::assert_parked_for;
 use postroom_testkit::cases::publish_to;
@@ -39,10 +38,7 @@ async fn no_redelivery_comes_before_its_due_time() {
     cfg.ack_wait = Duration::from_secs(1);
     cfg.backoff = vec![Duration::from_secs(1), Duration::from_secs(2)];
     let transport = nats.transport(cfg);
-    let mut sub = transport
-        .subscribe(&Subscription::new("early", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
+    let mut sub = subscribe_to_orders(&transport, "early", 1).await;
     let env = order("e1", 1);
     publish_to(transport.publisher(), &env, "order.created").await;
     let delays = [300u64, 1500, 700, 2500].map(Duration::from_millis);
@@ -64,15 +60,8 @@ async fn no_redelivery_comes_before_its_due_time() {
             .await
             .map_err(|(e, _)| e)
             .unwrap();
-        let next = loop {
-            if let Some(n) = sub.next(Duration::from_millis(200)).await.unwrap() {
-                break n;
-            }
-            assert!(
-                sent.elapsed() < Duration::from_secs(20),
-                "redelivery {k} never came"
-            );
-        };
+        let missing = format!("redelivery {k} never came");
+        let next = next_delivery(&mut sub, sent, Duration::from_secs(20), &missing).await;
         let gap = sent.elapsed();
         println!("delayed nak {k}: delay {delay:?}, redelivered after {gap:?}");
         assert!(
@@ -94,14 +83,12 @@ async fn a_dependency_down_past_the_budget_walks_the_ladder_then_parks_with_diag
     let transport = nats.transport(nats.config());
     let probe = Probe::new(Mode::Transient);
     let ladder = ["500ms", "1s", "2s"];
-    let running = run(
+    let running = run_on_orders(
         &transport,
         "db",
-        &["order.created"],
         probe.clone(),
         policy(&ladder.join(","), 3),
         2,
-        Ordering::Unordered,
     )
     .await;
     let env = order("down", 1);
@@ -109,18 +96,7 @@ async fn a_dependency_down_past_the_budget_walks_the_ladder_then_parks_with_diag
     let store = SqliteFixture::fresh().await;
     let parking = store.parking();
     assert!(
-        eventually(Duration::from_secs(30), || async {
-            ingest_dead_letters(
-                transport.as_ref(),
-                "db",
-                parking.clone(),
-                Duration::from_millis(300),
-            )
-            .await
-            .unwrap();
-            parking.count(&ParkingFilter::default()).await.unwrap() == 1
-        })
-        .await,
+        parks_one_within(transport.as_ref(), "db", &parking, Duration::from_secs(30)).await,
         "parked after the budget"
     );
     running.stop().await;
@@ -156,40 +132,12 @@ async fn good_handled_while_bad_wait(max_ack_pending: u32, wait: Duration) -> us
     let mut cfg = nats.config();
     cfg.max_ack_pending = max_ack_pending;
     let transport = nats.transport(cfg);
-    transport
-        .bind(&Subscription::new("long", &["order.created"]))
-        .await
-        .unwrap();
+    bind_to_orders(&transport, "long").await;
     let publisher = transport.publisher();
-    for i in 0..40 {
-        publisher
-            .publish(&OutgoingMessage::from_envelope(
-                &order(&format!("bad{i}"), 1),
-                "order.created",
-            ))
-            .await
-            .unwrap();
-    }
-    for i in 0..10 {
-        publisher
-            .publish(&OutgoingMessage::from_envelope(
-                &order(&format!("good{i}"), 1),
-                "order.created",
-            ))
-            .await
-            .unwrap();
-    }
+    publish_orders(publisher.as_ref(), "bad", 40).await;
+    publish_orders(publisher.as_ref(), "good", 10).await;
     let probe = Probe::new(Mode::FailKeysWith("bad"));
-    let running = run(
-        &transport,
-        "long",
-        &["order.created"],
-        probe.clone(),
-        policy("60s,120s", 2),
-        4,
-        Ordering::Unordered,
-    )
-    .await;
+    let running = run_on_orders(&transport, "long", probe.clone(), policy("60s,120s", 2), 4).await;
     let good = || {
         probe
             .calls()

@@ -70,23 +70,11 @@ async fn plan_apply_update_and_conflict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_counts_ready_copies_and_their_age() {
-    use postroom_core::{OutgoingMessage, Subscription, Transport};
+    use postroom_core::Transport;
     let nats = TestNats::new().await;
     let transport = nats.transport(nats.config());
-    transport
-        .bind(&Subscription::new("bl", &["order.created"]))
-        .await
-        .unwrap();
-    for i in 0..3 {
-        transport
-            .publisher()
-            .publish(&OutgoingMessage::from_envelope(
-                &common::order(&format!("b{i}"), 1),
-                "order.created",
-            ))
-            .await
-            .unwrap();
-    }
+    common::bind_to_orders(&transport, "bl").await;
+    common::publish_orders(transport.publisher().as_ref(), "b", 3).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let b = transport.backlog("bl").await.unwrap();
     assert_eq!((b.ready, b.unacked), (3, 0));

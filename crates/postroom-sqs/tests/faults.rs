@@ -10,13 +10,15 @@
 mod common;
 
 use common::probe::{Mode, Probe, config, first_transient_retry, policy, run, store_at};
-use common::{TestSqs, assert_moved_with_the_recorded_error, eventually, order, receive_within};
+use common::{
+    TestSqs, assert_moved_with_the_recorded_error, eventually, order, order_subscriber,
+    receive_within,
+};
 use postroom_core::consumer::{Consumer, ConsumerConfig, Ordering};
 use postroom_core::failpoint::{self, Action};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::{
-    Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscriber, Subscription,
-    Transport,
+    Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscription, Transport,
 };
 use postroom_sqs::{SqsTransport, TopologyConfig};
 use postroom_testkit::cases::publish_to;
@@ -24,7 +26,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WORKER_PREFIX: &str = "POSTROOM_SQS_WORKER_PREFIX";
 const WORKER_DB: &str = "POSTROOM_SQS_WORKER_DB";
@@ -157,10 +159,7 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
         // The message comes back after its visibility timeout; the inbox absorbs it.
         let running = run(
             consumer_on(&transport, "inventory", &probe).unwrap(),
-            transport
-                .subscriber(&Subscription::new("inventory", &["order.created"]))
-                .await
-                .unwrap(),
+            order_subscriber(&transport, "inventory").await,
         );
         assert!(
             eventually(Duration::from_secs(20), || async {
@@ -175,20 +174,13 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
         let stats = running.stop().await;
         assert_eq!((stats.applied, stats.duplicates), (0, 1));
         assert_eq!(probe.effects("killed-1").await, 1, "one effect");
-        let mut sub = transport
-            .subscriber(&Subscription::new("inventory", &["order.created"]))
-            .await
-            .unwrap();
-        let end = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < end {
-            assert!(
-                sub.next(Duration::from_millis(500))
-                    .await
-                    .unwrap()
-                    .is_none(),
-                "deleted once the duplicate was absorbed"
-            );
-        }
+        let mut sub = order_subscriber(&transport, "inventory").await;
+        assert!(
+            receive_within(&mut sub, Duration::from_secs(3))
+                .await
+                .is_none(),
+            "deleted once the duplicate was absorbed"
+        );
     });
 }
 

@@ -6,12 +6,13 @@
 
 mod common;
 
-use common::{TestSqs, assert_moved_with_the_recorded_error, order, receive_within};
+use common::{
+    TestSqs, assert_moved_with_the_recorded_error, order, order_subscriber, receive_within,
+};
 use postroom_core::parking::ingest::ingest_dead_letters;
 use postroom_core::parking::{LastError, LastErrorLog};
 use postroom_core::{
-    Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscriber, Subscription,
-    Transport,
+    Delivery, ErrorClass, MessageId, ParkingFilter, ParkingStore, Subscriber, Transport,
 };
 use postroom_postgres::PgStore;
 use postroom_sqlite::SqliteStore;
@@ -133,10 +134,7 @@ async fn moved_by_sqs_and_parked_elsewhere_with_its_last_error(
         .with_last_errors(consumer_log);
     let env = order("o-1", 1);
     publish_to(consumer_side.publisher(), &env, "order.created").await;
-    let mut sub = consumer_side
-        .subscriber(&Subscription::new("inventory", &["order.created"]))
-        .await
-        .unwrap();
+    let mut sub = order_subscriber(&consumer_side, "inventory").await;
     let first = receive_within(&mut sub, Duration::from_secs(10))
         .await
         .expect("first receive");
@@ -160,10 +158,7 @@ async fn moved_by_sqs_and_parked_elsewhere_with_its_last_error(
     let end = Instant::now() + Duration::from_secs(20);
     while moved == 0 && Instant::now() < end {
         // Poll the work queue too: SQS moves a message when a receive finds its count spent.
-        let mut work = ingest_side
-            .subscriber(&Subscription::new("inventory", &["order.created"]))
-            .await
-            .unwrap();
+        let mut work = order_subscriber(&ingest_side, "inventory").await;
         assert!(
             work.next(Duration::from_millis(1500))
                 .await

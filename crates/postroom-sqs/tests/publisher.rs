@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TestSqs, order};
+use common::{TestSqs, order, order_subscriber};
 use postroom_core::{
     Delivery, ErrorKind, Headers, MessageId, OutgoingMessage, Route, Subscriber, Subscription,
     Transport,
@@ -102,14 +102,8 @@ async fn a_consumer_route_reaches_one_queue_and_fifo_drops_a_second_send_of_an_i
     let mut cfg = t.config();
     cfg.fifo = true;
     let transport = t.transport(cfg).await;
-    let mut a = transport
-        .subscriber(&Subscription::new("a", &["order.created"]))
-        .await
-        .unwrap();
-    let mut b = transport
-        .subscriber(&Subscription::new("b", &["order.created"]))
-        .await
-        .unwrap();
+    let mut a = order_subscriber(&transport, "a").await;
+    let mut b = order_subscriber(&transport, "b").await;
     let env = order("dup", 1);
     let m = OutgoingMessage::from_envelope(&env, "order.created");
     transport.publisher().publish(&m).await.unwrap();

@@ -5,9 +5,14 @@
 
 pub mod ordered;
 
-use postroom_kafka::KafkaConfig;
+use postroom_core::parking::ingest::ingest_dead_letters;
+use postroom_core::{ParkedMessage, ParkingFilter, Subscription, Transport};
 use postroom_kafka::topology::{admin, delete_topics};
+use postroom_kafka::{KafkaConfig, KafkaTransport};
+use postroom_testkit::StoreFixture;
+use postroom_testkit::stores::sqlite::SqliteFixture;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The broker under test.
@@ -79,6 +84,16 @@ impl TestKafka {
 }
 
 impl TestKafka {
+    /// A transport on this workload with consumer `consumer` bound to `route`: the topics it
+    /// needs exist.
+    pub async fn transport_bound_to(&self, consumer: &str, route: &str) -> KafkaTransport {
+        let t = KafkaTransport::new(self.config.clone()).expect("transport");
+        t.bind(&Subscription::new(consumer, &[route]))
+            .await
+            .expect("bind");
+        t
+    }
+
     /// The topics under this test's prefix on which `group` has committed an offset: the
     /// topics the group was assigned and read.
     pub fn committed_topics(&self, group: &str) -> Vec<String> {
@@ -131,4 +146,22 @@ impl Drop for TestKafka {
                 std::mem::forget(this);
             });
     }
+}
+
+/// Parked records of `consumer`, moved from its parking topic into `store`.
+pub async fn parked(
+    t: &dyn Transport,
+    store: &Arc<SqliteFixture>,
+    consumer: &str,
+) -> Vec<ParkedMessage> {
+    // The ingest's group takes a few seconds to join on tansu; it stops after 10 s of quiet.
+    ingest_dead_letters(t, consumer, store.parking(), Duration::from_secs(10))
+        .await
+        .expect("ingest");
+    let filter = ParkingFilter {
+        consumer: Some(consumer.into()),
+        include_redriven: true,
+        ..ParkingFilter::default()
+    };
+    store.parking().search(&filter, 100).await.expect("search")
 }

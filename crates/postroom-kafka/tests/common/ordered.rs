@@ -64,6 +64,11 @@ impl OrderedHandler {
             .collect()
     }
 
+    /// How many records the handler applied, of every key.
+    pub fn applied_count(&self) -> usize {
+        self.applied.lock().unwrap().len()
+    }
+
     pub fn applied_of(&self, key: &str) -> Vec<u64> {
         self.applied
             .lock()
@@ -189,6 +194,17 @@ pub async fn run(
             .expect("subscribe");
     });
     Running { stop, task }
+}
+
+/// [`run`] on the topic `orders`: a per-key consumer `name` of it on `t`.
+pub async fn on_orders(
+    t: &Arc<dyn Transport>,
+    name: &str,
+    handler: Arc<dyn Handler>,
+    retry: RetryPolicy,
+    concurrency: usize,
+) -> Running {
+    run(t.clone(), name, &["orders"], handler, retry, concurrency).await
 }
 
 /// A retry policy over a ladder with a number of retries, no jitter, no deadline.

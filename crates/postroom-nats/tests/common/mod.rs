@@ -6,9 +6,14 @@
 pub mod probe;
 pub mod server;
 
+use postroom_core::parking::ingest::ingest_dead_letters;
+use postroom_core::{
+    BoxDelivery, BoxSubscriber, OutgoingMessage, ParkingFilter, ParkingStore, Publisher,
+    Subscriber, Subscription, Transport,
+};
 use postroom_nats::{NatsConfig, NatsConnection, NatsTransport};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// NATS endpoint.
 pub fn nats_url() -> String {
@@ -146,4 +151,87 @@ pub async fn stream_messages(conn: &NatsConnection, name: &str) -> u64 {
     .await
     .expect("stream info");
     info.state.messages
+}
+
+/// Bind consumer `consumer` to `order.created` without subscribing: what is published from
+/// then on waits for it.
+pub async fn bind_to_orders(transport: &NatsTransport, consumer: &str) {
+    transport
+        .bind(&Subscription::new(consumer, &["order.created"]))
+        .await
+        .unwrap();
+}
+
+/// Subscribe consumer `consumer` to `order.created`, taking `prefetch` copies at a time.
+pub async fn subscribe_to_orders(
+    transport: &NatsTransport,
+    consumer: &str,
+    prefetch: usize,
+) -> BoxSubscriber {
+    transport
+        .subscribe(&Subscription::new(consumer, &["order.created"]).prefetch(prefetch))
+        .await
+        .unwrap()
+}
+
+/// Publish `order("<key_prefix><i>", 1)` to `order.created` for each `i` in `0..n`, each
+/// confirmed before the next.
+pub async fn publish_orders(publisher: &dyn Publisher, key_prefix: &str, n: usize) {
+    for i in 0..n {
+        publisher
+            .publish(&OutgoingMessage::from_envelope(
+                &order(&format!("{key_prefix}{i}"), 1),
+                "order.created",
+            ))
+            .await
+            .unwrap();
+    }
+}
+
+/// The next delivery of `sub`, asked for every 200 ms; fails the test, saying `missing`, once
+/// `since` is `within` ago.
+pub async fn next_delivery(
+    sub: &mut BoxSubscriber,
+    since: Instant,
+    within: Duration,
+    missing: &str,
+) -> BoxDelivery {
+    loop {
+        if let Some(d) = sub.next(Duration::from_millis(200)).await.unwrap() {
+            return d;
+        }
+        assert!(since.elapsed() < within, "{missing}");
+    }
+}
+
+/// Ingest into `store` the copies the server dead-lettered for `consumer`, then count the
+/// parked copies `store` holds.
+pub async fn parked(
+    transport: &dyn Transport,
+    consumer: &str,
+    store: &Arc<dyn ParkingStore>,
+) -> u64 {
+    ingest_dead_letters(
+        transport,
+        consumer,
+        store.clone(),
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap();
+    store.count(&ParkingFilter::default()).await.unwrap()
+}
+
+/// Whether `store` holds exactly one parked copy within `within`, ingesting what the server
+/// dead-letters for `consumer` meanwhile.
+pub async fn parks_one_within(
+    transport: &dyn Transport,
+    consumer: &str,
+    store: &Arc<dyn ParkingStore>,
+    within: Duration,
+) -> bool {
+    eventually(within, || async {
+        parked(transport, consumer, store).await == 1
+    })
+    .await
 }

@@ -5,9 +5,10 @@
 
 pub use postroom_testkit::probe::{Mode, Probe, Running, policy};
 
-use postroom_core::{Consumer, Ordering, RetryPolicy, Subscription, Transport};
+use postroom_core::{Consumer, MessageId, Ordering, RetryPolicy, Subscription, Transport};
 use postroom_nats::NatsTransport;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Subscribe `name` on `routes` and run the core consumer loop with `handler`, checked
 /// against the transport's capabilities.
@@ -29,4 +30,29 @@ pub async fn run(
     let consumer = Consumer::for_transport(cfg, handler, &transport.capabilities())
         .expect("the transport keeps the consumer's settings");
     postroom_testkit::probe::spawn(consumer, sub)
+}
+
+/// [`run`] in the common case: consumer `name` on `order.created`, unordered.
+pub async fn run_on_orders(
+    transport: &Arc<NatsTransport>,
+    name: &str,
+    handler: Arc<Probe>,
+    retry: RetryPolicy,
+    prefetch: usize,
+) -> Running {
+    run(
+        transport,
+        name,
+        &["order.created"],
+        handler,
+        retry,
+        prefetch,
+        Ordering::Unordered,
+    )
+    .await
+}
+
+/// Whether `probe` is called with message `id` within `within`.
+pub async fn called_within(probe: &Probe, id: MessageId, within: Duration) -> bool {
+    super::eventually(within, || async { !probe.calls_for(id).is_empty() }).await
 }

@@ -8,7 +8,7 @@ pub mod probe;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{Credentials, Region};
-use postroom_core::{ParkedMessage, Subscriber};
+use postroom_core::{ParkedMessage, Subscriber, Subscription};
 use postroom_sqs::{SqsDelivery, SqsSubscriber, SqsTransport, Topology, TopologyConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,6 +117,14 @@ impl Drop for TestSqs {
             }
         });
     }
+}
+
+/// A subscriber of consumer `consumer` on `order.created`, with the default prefetch.
+pub async fn order_subscriber(transport: &SqsTransport, consumer: &str) -> SqsSubscriber {
+    transport
+        .subscriber(&Subscription::new(consumer, &["order.created"]))
+        .await
+        .unwrap()
 }
 
 /// The next delivery `subscriber` receives within `total`, or `None`.
