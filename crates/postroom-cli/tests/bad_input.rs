@@ -3,8 +3,14 @@
 
 mod common;
 
+/// Run `postroom` with `args` in `dir`: its exit code and its stderr.
 fn run(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = common::postroom(dir, args);
+    code_and_stderr(&mut common::postroom_cmd(dir, args))
+}
+
+/// Run `cmd` to its end: its exit code and its stderr.
+fn code_and_stderr(cmd: &mut std::process::Command) -> (Option<i32>, String) {
+    let out = cmd.output().expect("run postroom");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -248,22 +254,17 @@ fn serve_refuses_bad_feeds() {
         "two feeds are named \"a\"",
     );
     // The environment's comma-separated list, checked the same way.
-    let out = common::postroom_cmd(d, &["serve"])
-        .env(
-            "POSTROOM_CONSOLE_FEEDS",
-            "a=127.0.0.1:9466,a=127.0.0.1:9467",
-        )
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = code_and_stderr(common::postroom_cmd(d, &["serve"]).env(
+        "POSTROOM_CONSOLE_FEEDS",
+        "a=127.0.0.1:9466,a=127.0.0.1:9467",
+    ));
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("two feeds are named \"a\""), "{err}");
-    let out = common::postroom_cmd(d, &["serve"])
-        .env("POSTROOM_CONSOLE_FEEDS", "a=127.0.0.1:9466,b=nowhere")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = code_and_stderr(
+        common::postroom_cmd(d, &["serve"])
+            .env("POSTROOM_CONSOLE_FEEDS", "a=127.0.0.1:9466,b=nowhere"),
+    );
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("bad feed \"b=nowhere\""), "{err}");
     // And the config file's.
     std::fs::write(
@@ -300,17 +301,16 @@ fn a_database_that_refuses_connections_is_named_as_refusing() {
 fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
     let dir = one_consumer_topology("topology.toml", "p");
     let d = dir.path();
-    let out = common::postroom_cmd(d, &["topology", "plan", "--broker", "sqs://127.0.0.1:1"])
-        .env_remove("AWS_REGION")
-        .env_remove("AWS_DEFAULT_REGION")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_CONFIG_FILE")
-        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
-        .env("HOME", d)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = code_and_stderr(
+        common::postroom_cmd(d, &["topology", "plan", "--broker", "sqs://127.0.0.1:1"])
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_CONFIG_FILE")
+            .env_remove("AWS_SHARED_CREDENTIALS_FILE")
+            .env("HOME", d),
+    );
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no AWS region configured"), "{err}");
     // Off a cloud host the instance-metadata lookup fails as expected: not worth a warning.
     assert!(!err.contains("IMDS"), "{err}");
@@ -322,19 +322,18 @@ fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
 fn sqs_without_credentials_says_so_in_words() {
     let dir = one_consumer_topology("topology.toml", "p");
     let d = dir.path();
-    let out = common::postroom_cmd(d, &["topology", "plan", "--broker", &common::sqs::url()])
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_CONFIG_FILE")
-        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
-        .env("AWS_REGION", "us-east-1")
-        .env("HOME", d)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = code_and_stderr(
+        common::postroom_cmd(d, &["topology", "plan", "--broker", &common::sqs::url()])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_CONFIG_FILE")
+            .env_remove("AWS_SHARED_CREDENTIALS_FILE")
+            .env("AWS_REGION", "us-east-1")
+            .env("HOME", d),
+    );
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no AWS credentials"), "{err}");
     assert!(err.contains("AWS_ACCESS_KEY_ID"), "{err}");
     assert!(!err.contains("ProviderError("), "{err}");
@@ -346,20 +345,19 @@ fn sqs_without_credentials_says_so_in_words() {
 fn an_sqs_endpoint_nobody_answers_is_named_in_words() {
     let dir = one_consumer_topology("topology.toml", "p");
     let d = dir.path();
-    let out = common::postroom_cmd(
-        d,
-        &[
-            "topology",
-            "plan",
-            "--broker",
-            "sqs://127.0.0.1:1?region=us-east-1",
-        ],
-    )
-    .envs(common::sqs::aws_env())
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (code, err) = code_and_stderr(
+        common::postroom_cmd(
+            d,
+            &[
+                "topology",
+                "plan",
+                "--broker",
+                "sqs://127.0.0.1:1?region=us-east-1",
+            ],
+        )
+        .envs(common::sqs::aws_env()),
+    );
+    assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("Connection refused"), "{err}");
     assert!(!err.contains("ConnectorError {"), "{err}");
 }
@@ -372,7 +370,7 @@ fn a_kafka_broker_nobody_answers_is_named_at_start_up() {
     let dir = one_consumer_topology("t.toml", "gone");
     let d = dir.path();
     let started = std::time::Instant::now();
-    let out = common::postroom_cmd(
+    let (code, err) = run(
         d,
         &[
             "relay",
@@ -385,11 +383,8 @@ fn a_kafka_broker_nobody_answers_is_named_at_start_up() {
             "--listen",
             "127.0.0.1:0",
         ],
-    )
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    );
+    assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains("cannot use Kafka at kafka://127.0.0.1:1"),
         "{err}"
@@ -428,11 +423,10 @@ fn a_database_that_does_not_exist_is_a_configuration_error() {
 #[test]
 fn an_unreadable_log_filter_is_reported_not_silently_replaced() {
     let dir = tempfile::tempdir().unwrap();
-    let out = common::postroom_cmd(dir.path(), &["parking", "list", "--database", "missing.db"])
-        .env("POSTROOM_LOG", "[[[")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = code_and_stderr(
+        common::postroom_cmd(dir.path(), &["parking", "list", "--database", "missing.db"])
+            .env("POSTROOM_LOG", "[[["),
+    );
     assert!(
         err.contains("POSTROOM_LOG") && err.contains("[[["),
         "the bad filter is named: {err}"
@@ -444,15 +438,14 @@ fn an_unreadable_log_filter_is_reported_not_silently_replaced() {
 /// `topology plan --broker BROKER --topology FILE` (AWS settings for SQS in its
 /// environment) exits 2 with `needle` in its message, and no panic.
 fn plan_refused(d: &std::path::Path, broker: &str, file: &str, needle: &str) {
-    let out = common::postroom_cmd(
-        d,
-        &["topology", "plan", "--broker", broker, "--topology", file],
-    )
-    .envs(common::sqs::aws_env())
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{broker} {file}: {err}");
+    let (code, err) = code_and_stderr(
+        common::postroom_cmd(
+            d,
+            &["topology", "plan", "--broker", broker, "--topology", file],
+        )
+        .envs(common::sqs::aws_env()),
+    );
+    assert_eq!(code, Some(2), "{broker} {file}: {err}");
     assert!(
         err.contains(needle),
         "{broker} {file}: {needle} not in {err}"

@@ -22,6 +22,7 @@ use postroom_nats::topology::reset::delete_workload;
 use postroom_ops::{Endpoint, Registry, TransportSpec, Workload};
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
 use postroom_testkit::effect::VersionLog;
+use postroom_testkit::running::spawn_workers;
 use postroom_testkit::wait::eventually as wait_until;
 use std::path::Path;
 use std::sync::Arc;
@@ -324,10 +325,7 @@ async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_t
 
     let handler = Arc::new(VersionLog::default());
     let (stop_workers, workers_rx) = watch::channel(false);
-    let workers = {
-        let (iq, h) = (iq.clone(), handler.clone());
-        tokio::spawn(async move { iq.run_workers(h, workers_rx).await })
-    };
+    let workers = spawn_workers(&iq, handler.clone(), workers_rx);
     let v: Vec<Envelope> = (1..=5).map(|n| event("switch", n)).collect();
 
     // Dual publishing with the NATS feed alone: versions 1 and 2 applied.
@@ -645,11 +643,7 @@ fn the_move_refuses_bad_input_clearly() {
             "127.0.0.1:0",
         ],
     );
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--also-publish-to needs --broker"),
-        "{out:?}"
-    );
+    common::usage_error(&out, "--also-publish-to needs --broker");
     // A brokers file that lists nothing, or a line that is not a URL, is refused at start
     // with what is wrong; so is a brokers file beside --broker.
     std::fs::write(d.join("none"), "# nothing yet\n\n").unwrap();
@@ -667,11 +661,7 @@ fn the_move_refuses_bad_input_clearly() {
                 "127.0.0.1:0",
             ],
         );
-        assert_eq!(out.status.code(), Some(2), "{out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(says),
-            "{says}: {out:?}"
-        );
+        common::usage_error(&out, says);
     }
     let out = common::postroom(
         d,
@@ -685,28 +675,16 @@ fn the_move_refuses_bad_input_clearly() {
             "none",
         ],
     );
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
-        "{out:?}"
-    );
+    common::usage_error(&out, "cannot be used with");
     // A feed without a broker has nothing to move.
     let out = common::postroom(
         d,
         &["feed", "--database", "app.db", "--consumer", "inventory"],
     );
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("pass --broker"),
-        "{out:?}"
-    );
+    common::usage_error(&out, "pass --broker");
     // The demo's move needs the broker it moves from.
     let out = common::postroom(d, &["demo", "--migrate-to", &kafka()]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--broker"),
-        "{out:?}"
-    );
+    common::usage_error(&out, "--broker");
 }
 
 /// Messages in the NATS work stream of workload `prefix`.
@@ -783,6 +761,19 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
             .await
         }
     };
+    // After a hang-up the relay reads the file again: it logs `says` (`what`, in words) and
+    // keeps NATS alone, still publishing the rows written from version `from` on.
+    let keeps_nats_after_hangup = async |says: &str, what: &str, from: u64| {
+        relay.hangup();
+        assert!(
+            logged(says).await,
+            "the relay says {what}: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert_eq!(targets().await, 1.0, "still NATS alone");
+        written(from).await;
+        assert!(relayed().await, "rows are still published to NATS");
+    };
     written(1).await;
     assert!(relayed().await, "rows are published while NATS is listed");
 
@@ -792,27 +783,11 @@ async fn a_broker_that_cannot_be_opened_leaves_the_relay_on_the_brokers_it_had()
         format!("{}\namqp://guest:guest@127.0.0.1:1/%2f\n", nats()),
     )
     .unwrap();
-    relay.hangup();
-    assert!(
-        logged("cannot be opened").await,
-        "the relay says the new broker cannot be opened: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    assert_eq!(targets().await, 1.0, "still NATS alone");
-    written(6).await;
-    assert!(relayed().await, "rows are still published to NATS");
+    keeps_nats_after_hangup("cannot be opened", "the new broker cannot be opened", 6).await;
 
     // A file that is not a list of brokers: reported, the list in use is kept.
     std::fs::write(d.join("brokers"), "nats 127.0.0.1\n").unwrap();
-    relay.hangup();
-    assert!(
-        logged("cannot be used").await,
-        "the relay says the file cannot be used: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    assert_eq!(targets().await, 1.0, "still NATS alone");
-    written(11).await;
-    assert!(relayed().await, "rows are still published to NATS");
+    keeps_nats_after_hangup("cannot be used", "the file cannot be used", 11).await;
 
     let on_nats = messages_on_nats(&p).await;
     assert_eq!(on_nats, 15, "every row reached NATS once");
@@ -841,11 +816,7 @@ async fn a_feed_into_a_store_without_an_inbox_queue_is_refused_clearly() {
         ],
     )
     .await;
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("has no inbox queue"),
-        "{out:?}"
-    );
+    common::usage_error(&out, "has no inbox queue");
     cleanup(&p).await;
 }
 

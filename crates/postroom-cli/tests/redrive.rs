@@ -213,12 +213,8 @@ async fn redrive_skips_what_the_inbox_applied_and_refuses_the_too_old_unless_for
         ],
     )
     .await;
-    assert_eq!(bad.status.code(), Some(2), "a bad window is a usage error");
-    assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("bad duration"),
-        "{}",
-        String::from_utf8_lossy(&bad.stderr)
-    );
+    // A bad window is a usage error.
+    common::usage_error(&bad, "bad duration");
 }
 
 /// The dry run says what the run would do with each selected message: which would go back and

@@ -22,6 +22,13 @@ use std::time::Duration;
 const TOPOLOGY: &str =
     "prefix = \"billing\"\n[[consumers]]\nname = \"ledger\"\nbindings = [\"invoice.*\"]\n";
 
+/// A temporary directory holding the topology file [`TOPOLOGY`] as `topology.toml`.
+fn topology_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("topology.toml"), TOPOLOGY).unwrap();
+    dir
+}
+
 fn readme() -> String {
     std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
         .expect("README.md")
@@ -128,9 +135,8 @@ fn relay_with(dir: &Path, database: &str, id: &str, lanes: &str, extra: &[&str])
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_a_python_service_inserts_into_a_sqlite_outbox_are_relayed_and_sigterm_drains() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = topology_dir();
     let d = dir.path();
-    std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
     std::fs::write(
         d.join("outbox.py"),
         readme_block("python", "postroom_outbox"),
@@ -145,11 +151,7 @@ async fn rows_a_python_service_inserts_into_a_sqlite_outbox_are_relayed_and_sigt
         .args(["outbox.py", "app.db", "200"])
         .output()
         .expect("python3 must be installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::ok(&out);
 
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", d.join("app.db").display()))
         .await
@@ -272,9 +274,8 @@ async fn outbox_ids(pool: &sqlx::PgPool) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
     let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = topology_dir();
     let d = dir.path();
-    std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
     // Three pipelines each: aggregate order must hold across lanes as across relays.
     let a = relay(d, &db.url, "relay-a", "3");
     let b = relay(d, &db.url, "relay-b", "3");
@@ -322,12 +323,7 @@ async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
         _ => (b, a),
     };
     killed.kill();
-    let out = psql.await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::ok(&psql.await.unwrap());
 
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
     until_zero(
@@ -347,20 +343,14 @@ async fn two_relays_on_postgres_one_killed_lose_and_reorder_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_with_retention_zero_on_postgres_deletes_each_row_once_published() {
     let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = topology_dir();
     let d = dir.path();
-    std::fs::write(d.join("topology.toml"), TOPOLOGY).unwrap();
     // A first relay migrates the database; the rows are written while none runs.
     let first = relay(d, &db.url, "relay-a", "1");
     ready(&first).await;
     assert!(first.terminate(Duration::from_secs(30)).success());
     let n = 300;
-    let out = run_psql(d, &db.url, n);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::ok(&run_psql(d, &db.url, n));
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
     let written = outbox_ids(&pool).await;
     assert_eq!(written.len(), n);
@@ -388,11 +378,7 @@ fn the_readme_node_snippet_parses() {
         .arg(&file)
         .output()
         .expect("node must be installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::ok(&out);
 }
 
 #[test]
@@ -412,8 +398,7 @@ fn a_relay_refuses_bad_input_clearly() {
     )
     .output()
     .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--lease"));
+    common::usage_error(&out, "--lease");
     let out = postroom_cmd(
         dir.path(),
         &["relay", "--database", "x.db", "--topology", "missing.toml"],

@@ -5,7 +5,10 @@
 mod common;
 
 use common::agent::Agent;
-use common::{CONSUMER, PASSWORD, SECRET, parked, serve, users, wait_for, wait_for_run_end};
+use common::{
+    CONSUMER, PASSWORD, SECRET, logged_in, parked, serve, serve_to_users, wait_for,
+    wait_for_run_end,
+};
 use postroom_console::Auth;
 use postroom_core::{AuditLog, ParkingArchive, ParkingFilter, ParkingStore};
 use reqwest::StatusCode;
@@ -22,7 +25,7 @@ async fn first_id(store: &postroom_sqlite::SqliteStore) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_need_a_login_and_a_wrong_password_is_refused() {
     let p = parked(2, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let mut a = Agent::new(&base);
     let (status, _, location) = a.get("/parking").await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -57,7 +60,7 @@ async fn pages_need_a_login_and_a_wrong_password_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cookies_are_http_only_and_same_site_strict() {
     let p = parked(1, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let r = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -74,7 +77,7 @@ async fn cookies_are_http_only_and_same_site_strict() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_without_the_csrf_token_is_refused() {
     let p = parked(2, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let mut a = Agent::new(&base);
     // Even the login form needs the token.
     a.get("/login").await;
@@ -118,12 +121,11 @@ async fn a_post_without_the_csrf_token_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_sees_no_payload_and_cannot_redrive_or_archive() {
     let p = parked(2, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let id = first_id(&p.store).await;
     let sel = format!("{id} {CONSUMER}");
 
-    let mut viewer = Agent::new(&base);
-    viewer.login("viewer", PASSWORD).await;
+    let mut viewer = logged_in(&base, "viewer").await;
     let (status, page, _) = viewer.get(&format!("/messages/{id}")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(!page.contains(SECRET), "a viewer saw the payload");
@@ -143,8 +145,7 @@ async fn a_viewer_sees_no_payload_and_cannot_redrive_or_archive() {
     }
     assert!(p.store.redrive_runs(10).await.unwrap().is_empty());
 
-    let mut operator = Agent::new(&base);
-    operator.login("operator", PASSWORD).await;
+    let mut operator = logged_in(&base, "operator").await;
     let (_, page, _) = operator.get(&format!("/messages/{id}")).await;
     assert!(page.contains(SECRET), "an operator sees the payload");
     // Editing a payload is an admin's permission.
@@ -155,10 +156,9 @@ async fn a_viewer_sees_no_payload_and_cannot_redrive_or_archive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_hides_purge_deletes_after_retention_and_both_are_audited() {
     let p = parked(3, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let id = first_id(&p.store).await;
-    let mut admin = Agent::new(&base);
-    admin.login("admin", PASSWORD).await;
+    let mut admin = logged_in(&base, "admin").await;
     let (status, _, _) = admin
         .post("/archive", &[("sel", &format!("{id} {CONSUMER}"))], true)
         .await;
@@ -193,38 +193,39 @@ async fn archive_hides_purge_deletes_after_retention_and_both_are_audited() {
     assert_eq!(purge.map(|e| e.actor.as_str()), Some("admin"));
 }
 
+/// Submit `body` as the edited payload of message `id` of [`CONSUMER`].
+async fn post_edit(
+    a: &mut Agent,
+    id: &str,
+    body: &serde_json::Value,
+) -> (StatusCode, String, Option<String>) {
+    a.post(
+        &format!("/messages/{id}/edit"),
+        &[("consumer", CONSUMER), ("body", &body.to_string())],
+        true,
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edit_and_redrive_keeps_the_id_and_audits_the_diff() {
     let p = parked(1, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let id = first_id(&p.store).await;
     let parked = p.store.get(id.parse().unwrap()).await.unwrap().remove(0);
     let mut body: serde_json::Value = serde_json::from_slice(&parked.body).unwrap();
-    let mut admin = Agent::new(&base);
-    admin.login("admin", PASSWORD).await;
+    let mut admin = logged_in(&base, "admin").await;
     admin
         .get(&format!("/messages/{id}/edit?consumer={CONSUMER}"))
         .await;
     // Changing the id is refused.
     let mut other = body.clone();
     other["id"] = serde_json::Value::String(postroom_core::MessageId::new().to_string());
-    let (status, page, _) = admin
-        .post(
-            &format!("/messages/{id}/edit"),
-            &[("consumer", CONSUMER), ("body", &other.to_string())],
-            true,
-        )
-        .await;
+    let (status, page, _) = post_edit(&mut admin, &id, &other).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(page.contains("message id must stay"));
     body["data"]["sku"] = "A-9".into();
-    let (status, _, location) = admin
-        .post(
-            &format!("/messages/{id}/edit"),
-            &[("consumer", CONSUMER), ("body", &body.to_string())],
-            true,
-        )
-        .await;
+    let (status, _, location) = post_edit(&mut admin, &id, &body).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let run_id = location.unwrap().trim_start_matches("/runs/").to_string();
     let store = p.store.clone();
@@ -262,7 +263,7 @@ async fn edit_and_redrive_keeps_the_id_and_audits_the_diff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics() {
     let p = parked(2, 1, 1).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
     let get = |path: &'static str| {
         let base = base.clone();
         async move {
@@ -295,6 +296,17 @@ async fn health_readiness_and_metrics() {
     }
 }
 
+/// An operator logged in to a console over `store`, and the key of the first cause group
+/// (keep the switch: dropping it stops the console).
+async fn operator_at_the_first_group(
+    store: &postroom_sqlite::SqliteStore,
+) -> (Agent, String, tokio::sync::watch::Sender<bool>) {
+    let (base, stop) = serve_to_users(store).await;
+    let mut a = logged_in(&base, "operator").await;
+    let key = a.group_key().await;
+    (a, key, stop)
+}
+
 async fn run_state(store: &postroom_sqlite::SqliteStore, run_id: &str) -> postroom_core::RunState {
     store.run_control(run_id).await.unwrap().unwrap().state
 }
@@ -303,10 +315,7 @@ async fn run_state(store: &postroom_sqlite::SqliteStore, run_id: &str) -> postro
 async fn a_group_run_pauses_resumes_and_warns_of_messages_that_joined_the_group() {
     use postroom_core::RunState;
     let p = parked(4, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
-    let mut a = Agent::new(&base);
-    a.login("operator", PASSWORD).await;
-    let key = a.group_key().await;
+    let (mut a, key, _stop) = operator_at_the_first_group(&p.store).await;
     a.post("/redrive/preview", &[("group", &key)], true).await;
     // One message every two seconds: the pause comes long before the last.
     let (run, run_id) = a.start_run(&key, "0.5").await;
@@ -361,10 +370,7 @@ async fn a_group_run_pauses_resumes_and_warns_of_messages_that_joined_the_group(
 async fn a_cancelled_run_stops_and_cannot_be_resumed() {
     use postroom_core::RunState;
     let p = parked(5, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
-    let mut a = Agent::new(&base);
-    a.login("operator", PASSWORD).await;
-    let key = a.group_key().await;
+    let (mut a, key, _stop) = operator_at_the_first_group(&p.store).await;
     // One message every five seconds: the cancel comes long before the last.
     let (run, run_id) = a.start_run(&key, "0.2").await;
     a.get(&run).await;
@@ -459,10 +465,7 @@ async fn a_run_page_that_shows_the_run_ended_shows_its_end_in_the_audit() {
     // The run page reloads itself once when the run turns final and then stops polling:
     // the page rendered with the run final must already hold the end in its audit.
     let p = parked(3, 0, 0).await;
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
-    let mut a = Agent::new(&base);
-    a.login("operator", PASSWORD).await;
-    let key = a.group_key().await;
+    let (mut a, key, _stop) = operator_at_the_first_group(&p.store).await;
     let (run, _) = a.start_run(&key, "100").await;
     let start = std::time::Instant::now();
     loop {
@@ -504,10 +507,7 @@ async fn a_message_its_consumer_already_applied_is_shown_skipped_before_and_afte
             .unwrap()
     );
     drop(conn);
-    let (base, _stop) = serve(&p.store, Auth::Users(users())).await;
-    let mut a = Agent::new(&base);
-    a.login("operator", PASSWORD).await;
-    let key = a.group_key().await;
+    let (mut a, key, _stop) = operator_at_the_first_group(&p.store).await;
     let (_, page, _) = a.post("/redrive/preview", &[("group", &key)], true).await;
     assert!(
         page.contains(r#"<strong id="preview-count">2</strong>"#),

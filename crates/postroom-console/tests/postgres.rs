@@ -6,8 +6,7 @@
 mod common;
 
 use chrono::{DateTime, Utc};
-use common::agent::Agent;
-use common::{PASSWORD, serve_backend, users, wait_for, wait_for_run_end};
+use common::{logged_in, serve_backend, users, wait_for, wait_for_run_end};
 use postroom_console::{Auth, ParkingConsole, PgBackend, SqliteBackend};
 use postroom_core::{
     AuditLog, Consumer, ConsumerConfig, Envelope, EnvelopeDecoder, ErrorClass, Handled, Handler,
@@ -257,8 +256,7 @@ async fn console_on_postgres_groups_redrives_and_audits() {
 
     let backend = Arc::new(PgBackend::new(store.clone(), Arc::new(queue)));
     let (base, _stop) = serve_backend(backend, Auth::Users(users())).await;
-    let mut a = Agent::new(&base);
-    a.login("operator", PASSWORD).await;
+    let mut a = logged_in(&base, "operator").await;
     let (_, page, _) = a.get("/groups").await;
     assert!(
         page.contains(r#"<span id="group-count">1</span>"#),

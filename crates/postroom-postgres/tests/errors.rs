@@ -55,18 +55,9 @@ async fn serialization_failure_is_transient() {
     let (db, pool) = setup().await;
     let mut a = PgConnection::connect(&db.url).await.unwrap();
     let mut tx = a.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("SELECT v FROM t WHERE id = 1")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("UPDATE t SET v = v + 1 WHERE id = 1")
-        .execute(&pool)
-        .await
-        .unwrap();
+    common::execute(&mut *tx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").await;
+    common::execute(&mut *tx, "SELECT v FROM t WHERE id = 1").await;
+    common::execute(&pool, "UPDATE t SET v = v + 1 WHERE id = 1").await;
     let e = map(sqlx::query("UPDATE t SET v = v + 1 WHERE id = 1")
         .execute(&mut *tx)
         .await
@@ -124,10 +115,7 @@ async fn commit_on_a_dead_connection_has_an_unknown_outcome() {
     let mut a = PgConnection::connect(&db.url).await.unwrap();
     let p = pid(&mut a).await;
     let mut tx = a.begin().await.unwrap();
-    sqlx::query("UPDATE t SET v = 42 WHERE id = 2")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    common::execute(&mut *tx, "UPDATE t SET v = 42 WHERE id = 2").await;
     common::terminate(&pool, p).await;
     let e = map_commit(tx.commit().await.unwrap_err());
     assert_eq!(e.kind(), ErrorKind::CommitOutcomeUnknown, "{e}");

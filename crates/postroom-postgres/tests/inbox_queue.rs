@@ -1,6 +1,8 @@
 //! Inbox-queue mode: persist-then-ack ingest, N workers in parallel, retries with the
 //! error recorded, parking, and ordered processing across a gap.
 
+mod common;
+
 use chrono::{DateTime, Utc};
 use postroom_core::consumer::ConsumerConfig;
 use postroom_core::{
@@ -112,12 +114,38 @@ fn config(consumer: &str, tweak: impl FnOnce(&mut InboxQueueConfig)) -> InboxQue
     cfg
 }
 
+/// Ordered mode on `workers` workers: a message waits up to `gap_wait` for a missing earlier
+/// version of its aggregate, checking again every 30 ms.
+fn ordered(workers: usize, gap_wait: Duration) -> impl FnOnce(&mut InboxQueueConfig) {
+    move |c| {
+        c.workers = workers;
+        c.ordered = Some(OrderedMode {
+            gap_wait,
+            recheck: Duration::from_millis(30),
+        });
+    }
+}
+
 fn received(agg: &str, v: u64) -> ReceivedMessage {
     let env = Envelope::builder("order.created", "test")
         .aggregate("order", agg, v)
         .build();
     let m = OutgoingMessage::from_envelope(&env, "orders");
     ReceivedMessage::new(Some(m.id), "orders", m.headers, m.body)
+}
+
+/// The value of `column` in `msg`'s row of the inbox queue.
+async fn queue_row_column<T>(store: &PgStore, msg: &ReceivedMessage, column: &str) -> T
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+{
+    sqlx::query_scalar(&format!(
+        "SELECT {column} FROM postroom_inbox_queue WHERE message_id = $1"
+    ))
+    .bind(msg.id.unwrap().as_uuid())
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
 }
 
 async fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
@@ -190,14 +218,7 @@ async fn workers_run_in_parallel_beyond_the_subscription() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_mode_processes_in_sequence_across_a_gap() {
-    let (_db, _store, iq) = setup("ord", |c| {
-        c.workers = 4;
-        c.ordered = Some(OrderedMode {
-            gap_wait: Duration::from_secs(20),
-            recheck: Duration::from_millis(30),
-        });
-    })
-    .await;
+    let (_db, _store, iq) = setup("ord", ordered(4, Duration::from_secs(20))).await;
     let k: Vec<ReceivedMessage> = (1..=5).map(|v| received("k", v)).collect();
     for v in [0, 1, 3, 4] {
         assert!(iq.store(&k[v]).await.unwrap());
@@ -239,14 +260,7 @@ async fn ordered_mode_processes_in_sequence_across_a_gap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gap_that_never_fills_parks_the_waiting_message() {
-    let (_db, store, iq) = setup("gap", |c| {
-        c.workers = 2;
-        c.ordered = Some(OrderedMode {
-            gap_wait: Duration::from_millis(400),
-            recheck: Duration::from_millis(30),
-        });
-    })
-    .await;
+    let (_db, store, iq) = setup("gap", ordered(2, Duration::from_millis(400))).await;
     let three = received("g", 3);
     iq.store(&received("g", 1)).await.unwrap();
     iq.store(&three).await.unwrap();
@@ -288,12 +302,7 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
     assert!(wait_for(Duration::from_secs(5), || h.count() >= 1).await);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let err: Option<String> =
-            sqlx::query_scalar("SELECT last_error FROM postroom_inbox_queue WHERE message_id = $1")
-                .bind(msg.id.unwrap().as_uuid())
-                .fetch_one(store.pool())
-                .await
-                .unwrap();
+        let err: Option<String> = queue_row_column(&store, &msg, "last_error").await;
         if err
             .as_deref()
             .is_some_and(|e| e.contains("dependency_down"))
@@ -428,11 +437,7 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
     let (url, prefix) = (db.url.clone(), store.prefix().clone());
     let started_wall = Utc::now();
     doomed.spawn(async move {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&url)
-            .await
-            .unwrap();
+        let pool = common::pool_at(&url, 2).await;
         let iq = InboxQueue::new(pool, prefix, config("lease", tweak)).unwrap();
         iq.run_workers(Arc::new(Hangs(entered_tx)), doomed_rx).await;
     });
@@ -444,19 +449,11 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
     // The lease is kept on the database's clock (`locked_until` against `now()`): the
     // takeover is measured on it, not on this process's monotonic clock, which runs apart
     // from the wall clock while NTP corrects it.
-    let lease_until: DateTime<Utc> =
-        sqlx::query_scalar("SELECT locked_until FROM postroom_inbox_queue WHERE message_id = $1")
-            .bind(msg.id.unwrap().as_uuid())
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
+    let lease_until: DateTime<Utc> = queue_row_column(&store, &msg, "locked_until").await;
 
     let h = Arc::new(Recorder::default());
     let (stop, rx) = watch::channel(false);
-    let survivor = {
-        let (iq, h) = (iq.clone(), h.clone());
-        tokio::spawn(async move { iq.run_workers(h, rx).await })
-    };
+    let survivor = spawn_workers(&iq, h.clone(), rx);
     let deadline = Instant::now() + LEASE + Duration::from_secs(30);
     while h.count() == 0 || iq.pending().await.unwrap() > 0 {
         assert!(
@@ -479,11 +476,6 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
         lease_until - started_wall >= chrono::Duration::from_std(LEASE).unwrap(),
         "the doomed worker's lease ran out at {lease_until}, less than {LEASE:?} after it started at {started_wall}"
     );
-    let status: String =
-        sqlx::query_scalar("SELECT status FROM postroom_inbox_queue WHERE message_id = $1")
-            .bind(msg.id.unwrap().as_uuid())
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
+    let status: String = queue_row_column(&store, &msg, "status").await;
     assert_eq!(status, "done");
 }

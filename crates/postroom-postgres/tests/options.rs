@@ -62,10 +62,7 @@ async fn two_schemas_with_one_prefix_keep_their_rows_and_wake_only_their_relays(
     enqueue_one(&a).await;
     enqueue_one(&a).await;
     enqueue_one(&b).await;
-    sqlx::query("NOTIFY sentinel")
-        .execute(a.pool())
-        .await
-        .unwrap();
+    common::execute(a.pool(), "NOTIFY sentinel").await;
     // Notifications reach each listener in commit order, so everything before the sentinel
     // is what the inserts sent.
     assert_eq!(
@@ -164,23 +161,14 @@ async fn a_killed_clients_statement_does_not_keep_its_row_locks() {
     if let Ok(url) = std::env::var(HOLDER_URL) {
         let store = PgStore::connect(&url).await.unwrap();
         let mut tx = store.begin().await.unwrap();
-        sqlx::query("SELECT id FROM held WHERE id = 1 FOR UPDATE")
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        common::execute(&mut *tx, "SELECT id FROM held WHERE id = 1 FOR UPDATE").await;
         let _ = sqlx::query("SELECT pg_sleep(60)").execute(&mut *tx).await;
         return;
     }
     let db = TestDb::create().await;
     let pool = db.pool(2).await;
-    sqlx::query("CREATE TABLE held (id int PRIMARY KEY)")
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO held VALUES (1)")
-        .execute(&pool)
-        .await
-        .unwrap();
+    common::execute(&pool, "CREATE TABLE held (id int PRIMARY KEY)").await;
+    common::execute(&pool, "INSERT INTO held VALUES (1)").await;
     let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "a_killed_clients_statement_does_not_keep_its_row_locks",

@@ -66,11 +66,7 @@ fn relay_worker(url: String, relay_id: String) {
     let relay_id_is_doomed = relay_id == "doomed";
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(3)
-            .connect(&url)
-            .await
-            .unwrap();
+        let pool = common::pool_at(&url, 3).await;
         let store = PgStore::from_pool(pool.clone(), TablePrefix::default());
         let publisher = Arc::new(LogPublisher {
             pool,

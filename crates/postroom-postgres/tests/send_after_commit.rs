@@ -42,6 +42,14 @@ fn relay(s: &PgStore, q: &Arc<PgQueue>) -> OutboxRelay<PgOutbox, PgQueue> {
     )
 }
 
+/// Run `relay` pass after pass until one publishes a row; fail naming `what` after 20 s.
+async fn until_a_pass_publishes_one_row(relay: &OutboxRelay<PgOutbox, PgQueue>, what: &str) {
+    until(Duration::from_secs(20), what, || async {
+        relay.run_once().await.unwrap().published == 1
+    })
+    .await;
+}
+
 fn queue(s: &PgStore) -> Arc<PgQueue> {
     Arc::new(s.queue(PgQueue::defaults().prefetch(16)).unwrap())
 }
@@ -143,10 +151,9 @@ async fn rows_a_producer_never_sent_go_out_through_the_relay_once_the_lease_runs
         0,
         "leased to the producer"
     );
-    until(
-        Duration::from_secs(20),
+    until_a_pass_publishes_one_row(
+        &relay,
         "the relay publishes the row once the producer's lease ran out",
-        || async { relay.run_once().await.unwrap().published == 1 },
     )
     .await;
     assert_eq!(received(&mut sub, 1).await, vec![rows[0].id]);
@@ -172,12 +179,7 @@ async fn a_row_whose_publish_failed_is_given_back_to_the_relay() {
     // Given back (not held for the 10-minute lease): once routable, the relay sends it.
     let mut sub = q.subscribe("inv", &["orders"]).await.unwrap();
     let relay = relay(&s, &q);
-    until(
-        Duration::from_secs(20),
-        "the relay publishes the given-back row",
-        || async { relay.run_once().await.unwrap().published == 1 },
-    )
-    .await;
+    until_a_pass_publishes_one_row(&relay, "the relay publishes the given-back row").await;
     assert_eq!(received(&mut sub, 1).await, vec![rows[0].id]);
 }
 

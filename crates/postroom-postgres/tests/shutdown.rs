@@ -8,6 +8,7 @@ use common::{Always, fresh_store};
 use postroom_core::EnvelopeDecoder;
 use postroom_core::consumer::ConsumerConfig;
 use postroom_postgres::{InboxQueue, InboxQueueConfig, PgQueue};
+use postroom_testkit::servers::TestDb;
 use postroom_testkit::watched::{Receives, Watched};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -43,11 +44,23 @@ async fn watched_subscriber(
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ingest_stops_when_its_shutdown_sender_is_dropped() {
-    let (store, _db) = fresh_store(4).await;
+/// A fresh store's inbox queue and a watched subscription for its ingest (keep the database
+/// handle while they are used).
+async fn inbox_queue_and_watched_subscriber() -> (
+    TestDb,
+    InboxQueue,
+    Watched<postroom_postgres::PgSubscriber>,
+    Arc<Receives>,
+) {
+    let (store, db) = fresh_store(4).await;
     let iq = inbox_queue(&store).await;
     let (sub, receives) = watched_subscriber(&store).await;
+    (db, iq, sub, receives)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_stops_when_its_shutdown_sender_is_dropped() {
+    let (_db, iq, sub, receives) = inbox_queue_and_watched_subscriber().await;
     let (stop, rx) = watch::channel(false);
     drop(stop);
     tokio::time::timeout(Duration::from_secs(10), iq.ingest(sub, rx))
@@ -58,9 +71,7 @@ async fn ingest_stops_when_its_shutdown_sender_is_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ingest_shuts_down_without_cancelling_a_receive() {
-    let (store, _db) = fresh_store(4).await;
-    let iq = inbox_queue(&store).await;
-    let (sub, receives) = watched_subscriber(&store).await;
+    let (_db, iq, sub, receives) = inbox_queue_and_watched_subscriber().await;
     let (stop, rx) = watch::channel(false);
     let ingest = tokio::spawn(async move { iq.ingest(sub, rx).await });
     common::wait_until(Duration::from_secs(10), "a receive to start", async || {

@@ -46,6 +46,15 @@ pub fn ok(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Assert that a run was refused as a usage error: exit 2, with `says` in its stderr.
+pub fn usage_error(out: &Output, says: &str) {
+    assert_eq!(out.status.code(), Some(2), "{says}: {out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(says),
+        "{says} not in: {out:?}"
+    );
+}
+
 /// The JSON file a command wrote.
 pub fn json_file(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("report written")).expect("valid JSON")

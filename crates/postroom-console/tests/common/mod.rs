@@ -184,6 +184,18 @@ pub async fn serve(store: &SqliteStore, auth: Auth) -> (String, watch::Sender<bo
     serve_backend(Arc::new(SqliteBackend::new(store.clone())), auth).await
 }
 
+/// A console over `store` on a free loopback port, for the test [`users`].
+pub async fn serve_to_users(store: &SqliteStore) -> (String, watch::Sender<bool>) {
+    serve(store, Auth::Users(users())).await
+}
+
+/// A visitor of the console at `base`, logged in as `user` (with [`PASSWORD`]).
+pub async fn logged_in(base: &str, user: &str) -> agent::Agent {
+    let mut a = agent::Agent::new(base);
+    a.login(user, PASSWORD).await;
+    a
+}
+
 /// A console over `backend` on a free loopback port.
 pub async fn serve_backend<B: ParkingConsole + PipelineProbe>(
     backend: Arc<B>,

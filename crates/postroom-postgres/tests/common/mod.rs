@@ -18,6 +18,21 @@ pub async fn fresh_store(connections: u32) -> (PgStore, TestDb) {
     (store, db)
 }
 
+/// Run the statement `sql` on `on` (a pool, a connection or a transaction), failing the test
+/// if it fails.
+pub async fn execute<'c>(on: impl sqlx::PgExecutor<'c>, sql: &str) {
+    sqlx::query(sql).execute(on).await.unwrap();
+}
+
+/// A pool of up to `connections` connections to the database at `url`.
+pub async fn pool_at(url: &str, connections: u32) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(connections)
+        .connect(url)
+        .await
+        .unwrap()
+}
+
 /// In one transaction: claim `consumer`'s inbox row for `id` and, when it was new, run the
 /// statement `effect` with the id bound as its one parameter; commit. `Duplicate` when the
 /// inbox already held the id.
