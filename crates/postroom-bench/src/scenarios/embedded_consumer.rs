@@ -4,12 +4,12 @@
 //! queue row as the ack), at the same concurrency and prefetch. Target ≥ 80 %.
 
 use super::broker::raw_inbox::effect_if_new;
-use super::embedded_relay::{alternate_on_a_fresh_file, fill, now_ms};
+use super::embedded_relay::{alternate_on_a_fresh_file, fill, measurement, now_ms};
 use super::handler::{Progress, timed_consumer};
 use super::rate;
 use crate::Ctx;
 use crate::error::{BenchError, Context};
-use crate::payload::{self, median};
+use crate::payload;
 use crate::report::{Load, Measurement, Target};
 use crate::resources::rabbit::CONSUMER;
 use postroom_core::{
@@ -56,21 +56,14 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
         prefetch,
         bytes: a.payload_bytes,
     };
-    let (ours, raw) =
-        alternate_on_a_fresh_file(a.rounds(), round, postroom_round, raw_round).await?;
-    let load = Load::new(a.payload_bytes, conc, prefetch, 1, n);
-    Ok(Measurement::new(
+    let rounds = alternate_on_a_fresh_file(a.rounds(), round, postroom_round, raw_round).await?;
+    Ok(measurement(
         "embedded_consumer_sqlite",
-        "embedded",
-        "msg/s",
-        median(&ours),
-        median(&raw),
         "raw SQLite lease / transaction / delete in the same file, same concurrency",
         Target::at_least(0.8),
-        load,
-    )
-    .detail("postroom_rounds", &ours)
-    .detail("raw_rounds", &raw))
+        Load::new(a.payload_bytes, conc, prefetch, 1, n),
+        rounds,
+    ))
 }
 
 struct SqliteInboxHandler {

@@ -66,6 +66,29 @@ pub async fn alternate_on_a_fresh_file<R: Copy>(
     Ok(rates)
 }
 
+/// The measurement `name` of an embedded scenario: the medians (msg/s) of postroom's rounds
+/// and the raw ones, which do what `baseline` says, with the rounds attached.
+pub fn measurement(
+    name: &str,
+    baseline: &str,
+    target: Target,
+    load: Load,
+    (ours, raw): (Vec<f64>, Vec<f64>),
+) -> Measurement {
+    Measurement::new(
+        name,
+        "embedded",
+        "msg/s",
+        median(&ours),
+        median(&raw),
+        baseline,
+        target,
+        load,
+    )
+    .detail("postroom_rounds", &ours)
+    .detail("raw_rounds", &raw)
+}
+
 /// Milliseconds since the epoch.
 #[must_use]
 pub fn now_ms() -> i64 {
@@ -95,21 +118,14 @@ pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
         batch,
         bytes: a.payload_bytes,
     };
-    let (ours, raw) =
-        alternate_on_a_fresh_file(a.rounds(), round, postroom_round, raw_round).await?;
-    let load = Load::new(a.payload_bytes, 1, 0, batch, n);
-    Ok(Measurement::new(
+    let rounds = alternate_on_a_fresh_file(a.rounds(), round, postroom_round, raw_round).await?;
+    Ok(measurement(
         "embedded_relay_sqlite",
-        "embedded",
-        "msg/s",
-        median(&ours),
-        median(&raw),
         "raw SQLite claim / insert / mark transactions in the same file",
         Target::at_least(0.9),
-        load,
-    )
-    .detail("postroom_rounds", &ours)
-    .detail("raw_rounds", &raw))
+        Load::new(a.payload_bytes, 1, 0, batch, n),
+        rounds,
+    ))
 }
 
 async fn postroom_round(store: &SqliteStore, round: Round) -> Result<f64, BenchError> {

@@ -2,6 +2,7 @@
 //! themselves, and the ledger of when each was sent and applied.
 
 use super::super::handler::Progress;
+use crate::error::BenchError;
 use crate::payload;
 use postroom_core::{Incoming, OutgoingMessage};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,17 +146,22 @@ impl Ledger {
     }
 
     /// Wait until `total` messages were applied; the time from the first send until they
-    /// were, or `None` when `limit` passed first.
-    pub async fn wait_applied(&self, total: usize, limit: Duration) -> Option<Duration> {
+    /// were, or, when `limit` passed first, a stall that `stalled` tells from the count
+    /// applied so far.
+    pub async fn wait_applied(
+        &self,
+        total: usize,
+        limit: Duration,
+        stalled: impl FnOnce(usize) -> String,
+    ) -> Result<Duration, BenchError> {
         if self.progress.wait_for(total, limit).await {
             let first = self.sent.first().map_or(0, |s| s.load(Ordering::Relaxed));
-            Some(
-                self.epoch
-                    .elapsed()
-                    .saturating_sub(Duration::from_nanos(first)),
-            )
+            Ok(self
+                .epoch
+                .elapsed()
+                .saturating_sub(Duration::from_nanos(first)))
         } else {
-            None
+            Err(BenchError::Stalled(stalled(self.progress.done())))
         }
     }
 

@@ -263,16 +263,14 @@ pub async fn round(
         produced.await?;
         let limit = crate::scenarios::timeout(mix.n) + shape.ladder.delays()[0] * 4;
         ledger
-            .wait_applied(mix.applied_total(), limit)
-            .await
-            .ok_or_else(|| {
-                BenchError::Stalled(format!(
-                    "e2e {:?}: {} of {} applied",
+            .wait_applied(mix.applied_total(), limit, |done| {
+                format!(
+                    "e2e {:?}: {done} of {} applied",
                     shape.mode,
-                    ledger.progress.done(),
                     mix.applied_total()
-                ))
+                )
             })
+            .await
     }
     .await;
     let _ = stop.send(true);

@@ -201,16 +201,14 @@ pub async fn round(
         produced.await?;
         let limit = crate::scenarios::timeout(mix.n) + Duration::from_secs(10);
         ledger
-            .wait_applied(mix.applied_total(), limit)
-            .await
-            .ok_or_else(|| {
-                BenchError::Stalled(format!(
-                    "raw e2e: {} of {} applied; worker errors: {:?}",
-                    ledger.progress.done(),
+            .wait_applied(mix.applied_total(), limit, |done| {
+                format!(
+                    "raw e2e: {done} of {} applied; worker errors: {:?}",
                     mix.applied_total(),
                     service.errors.lock().expect("errors").first()
-                ))
+                )
             })
+            .await
     }
     .await;
     dispatcher.abort();

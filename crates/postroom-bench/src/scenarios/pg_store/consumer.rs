@@ -2,10 +2,10 @@
 //! claims the inbox and updates the aggregate's row in one transaction, beside the same
 //! claim-with-lease, transaction and delete run raw; prefetch 16. Target ≥ 80 %.
 
-use super::{CONNECTIONS, Columns, join_all, measurement, messages, store, timed};
+use super::{Columns, Figure, at_each_connection_count, messages, run_workers, timed};
 use crate::Ctx;
 use crate::error::{BenchError, Context};
-use crate::report::{Load, Measurement, Target};
+use crate::report::{Measurement, Target};
 use crate::resources::pg::EFFECT_SQL;
 use crate::resources::rabbit::CONSUMER;
 use crate::scenarios::handler::{InboxHandler, Progress, timed_consumer};
@@ -23,26 +23,20 @@ const RAW: &str = "raw";
 /// Both sides at 1 and 8 connections.
 pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let n = ctx.args.messages();
-    let mut out = Vec::new();
-    for conns in CONNECTIONS {
-        let store = store(ctx, conns).await?;
-        let ours = postroom_round(ctx, &store, conns, n).await?;
-        let raw = raw_round(ctx, &store, conns, n).await?;
-        store.pool().close().await;
-        let load = Load::new(ctx.args.payload_bytes, conns as usize, PREFETCH, 1, n);
-        out.push(measurement(
-            ctx,
-            "pg_consumer",
-            "pg-consumer",
-            conns,
-            &[ours],
-            &[raw],
-            "raw claim-with-lease + the same inbox transaction + delete",
-            Target::at_least(0.8),
-            load,
-        ));
-    }
-    Ok(out)
+    let figure = Figure {
+        name: "pg_consumer",
+        scenario: "pg-consumer",
+        target: Target::at_least(0.8),
+        baseline: "raw claim-with-lease + the same inbox transaction + delete",
+        prefetch: PREFETCH,
+        batch: 1,
+    };
+    at_each_connection_count(ctx, figure, async |store, conns| {
+        let ours = postroom_round(ctx, store, conns, n).await?;
+        let raw = raw_round(ctx, store, conns, n).await?;
+        Ok((vec![ours], vec![raw]))
+    })
+    .await
 }
 
 /// Put `n` messages for `consumer` straight into the queue table.
@@ -94,55 +88,56 @@ async fn raw_round(ctx: &Ctx, store: &PgStore, conns: u32, n: usize) -> Result<f
     let pool = store.pool().clone();
     fill_queue(ctx, &pool, RAW, n).await?;
     let started = Instant::now();
-    let tasks = (0..conns)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                let pool = store.pool().clone();
-                let decoder = EnvelopeDecoder::new().accept(crate::payload::MESSAGE_TYPE, 1..=1);
-                loop {
-                    let rows = sqlx::query(
-                        "WITH c AS (SELECT id FROM postroom_queue WHERE consumer = $3 AND visible_at <= now()
+    run_workers(conns, |i| raw_consumer(store.clone(), i)).await?;
+    Ok(timed("pg-consumer raw", conns, n, started))
+}
+
+/// Raw consumer `i`: claim up to [`PREFETCH`] deliveries with a lease, run each one's inbox
+/// transaction and delete it, until none is left.
+async fn raw_consumer(store: PgStore, i: u32) -> Result<(), BenchError> {
+    let pool = store.pool().clone();
+    let decoder = EnvelopeDecoder::new().accept(crate::payload::MESSAGE_TYPE, 1..=1);
+    loop {
+        let rows = sqlx::query(
+            "WITH c AS (SELECT id FROM postroom_queue WHERE consumer = $3 AND visible_at <= now()
                              AND (leased_until IS NULL OR leased_until < now()) ORDER BY visible_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
                          UPDATE postroom_queue q SET lease_owner = $1, lease_token = gen_random_uuid(),
                              leased_until = now() + interval '30 seconds', delivery_count = q.delivery_count + 1
                          FROM c WHERE q.id = c.id RETURNING q.id, q.lease_token, q.body",
-                    )
-                    .bind(format!("raw-{i}"))
-                    .bind(PREFETCH as i64)
-                    .bind(RAW)
-                    .fetch_all(&pool)
+        )
+        .bind(format!("raw-{i}"))
+        .bind(PREFETCH as i64)
+        .bind(RAW)
+        .fetch_all(&pool)
+        .await
+        .ctx("raw claim")?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for r in rows {
+            let (id, token, body): (i64, uuid::Uuid, Vec<u8>) = (r.get(0), r.get(1), r.get(2));
+            // The same decoding and the same rows as the postroom handler.
+            let env = decoder
+                .decode(&body)
+                .map_err(|e| BenchError::Config(format!("bench body: {e}")))?;
+            let mut tx = store.begin().await.ctx("begin")?;
+            if inbox::claim(&mut tx, store.prefix(), RAW, env.id)
+                .await
+                .ctx("inbox")?
+            {
+                sqlx::query(EFFECT_SQL)
+                    .bind(&env.aggregate.id)
+                    .execute(&mut *tx)
                     .await
-                    .ctx("raw claim")?;
-                    if rows.is_empty() {
-                        return Ok(());
-                    }
-                    for r in rows {
-                        let (id, token, body): (i64, uuid::Uuid, Vec<u8>) = (r.get(0), r.get(1), r.get(2));
-                        // The same decoding and the same rows as the postroom handler.
-                        let env = decoder
-                            .decode(&body)
-                            .map_err(|e| BenchError::Config(format!("bench body: {e}")))?;
-                        let mut tx = store.begin().await.ctx("begin")?;
-                        if inbox::claim(&mut tx, store.prefix(), RAW, env.id).await.ctx("inbox")? {
-                            sqlx::query(EFFECT_SQL)
-                                .bind(&env.aggregate.id)
-                                .execute(&mut *tx)
-                                .await
-                                .ctx("effect")?;
-                        }
-                        commit(tx).await.ctx("commit")?;
-                        sqlx::query("DELETE FROM postroom_queue WHERE id = $1 AND lease_token = $2")
-                            .bind(id)
-                            .bind(token)
-                            .execute(&pool)
-                            .await
-                            .ctx("raw delete")?;
-                    }
-                }
-            })
-        })
-        .collect();
-    join_all(tasks).await?;
-    Ok(timed("pg-consumer raw", conns, n, started))
+                    .ctx("effect")?;
+            }
+            commit(tx).await.ctx("commit")?;
+            sqlx::query("DELETE FROM postroom_queue WHERE id = $1 AND lease_token = $2")
+                .bind(id)
+                .bind(token)
+                .execute(&pool)
+                .await
+                .ctx("raw delete")?;
+        }
+    }
 }

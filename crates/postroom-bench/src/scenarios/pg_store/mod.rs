@@ -80,33 +80,77 @@ pub fn timed(label: &str, conns: u32, n: usize, started: Instant) -> f64 {
     per_sec
 }
 
-/// The measurement of one scenario at one connection count: medians of the rounds.
-#[allow(clippy::too_many_arguments)]
-pub fn measurement(
+/// How a store scenario is reported, and the load it runs beside the connection count.
+#[derive(Clone, Copy, Debug)]
+pub struct Figure {
+    /// The measurement's stable name; the connection count is appended (`pg_relay_8conn`).
+    pub name: &'static str,
+    /// The `--scenario` group it is reported under.
+    pub scenario: &'static str,
+    /// The target on postroom's figure over the baseline's.
+    pub target: Target,
+    /// What the baseline does.
+    pub baseline: &'static str,
+    /// Deliveries taken at once (0 where none applies).
+    pub prefetch: usize,
+    /// Rows per claim or per transaction.
+    pub batch: usize,
+}
+
+impl Figure {
+    /// The measurement at `conns` connections: medians of the rounds, with the rounds and the
+    /// aggregates attached.
+    fn measurement(&self, ctx: &Ctx, conns: u32, ours: &[f64], baseline: &[f64]) -> Measurement {
+        let a = &ctx.args;
+        let load = Load::new(
+            a.payload_bytes,
+            conns as usize,
+            self.prefetch,
+            self.batch,
+            a.messages(),
+        );
+        Measurement::new(
+            &format!("{}_{conns}conn", self.name),
+            self.scenario,
+            "msg/s",
+            median(ours),
+            median(baseline),
+            self.baseline,
+            self.target,
+            load,
+        )
+        .detail("postroom_rounds", ours)
+        .detail("baseline_rounds", baseline)
+        .detail("aggregates", a.aggregates())
+        .note(PG_FSYNC_NOTE)
+    }
+}
+
+/// Measure a scenario at each connection count of [`CONNECTIONS`]: `pair` gives postroom's
+/// rounds and the baseline's on a fresh [`store`] of that many connections, reported as
+/// `figure`.
+pub async fn at_each_connection_count(
     ctx: &Ctx,
-    name: &str,
-    scenario: &str,
-    conns: u32,
-    ours: &[f64],
-    baseline: &[f64],
-    baseline_kind: &str,
-    target: Target,
-    load: Load,
-) -> Measurement {
-    Measurement::new(
-        &format!("{name}_{conns}conn"),
-        scenario,
-        "msg/s",
-        median(ours),
-        median(baseline),
-        baseline_kind,
-        target,
-        load,
-    )
-    .detail("postroom_rounds", ours)
-    .detail("baseline_rounds", baseline)
-    .detail("aggregates", ctx.args.aggregates())
-    .note(PG_FSYNC_NOTE)
+    figure: Figure,
+    mut pair: impl AsyncFnMut(&PgStore, u32) -> Result<(Vec<f64>, Vec<f64>), BenchError>,
+) -> Result<Vec<Measurement>, BenchError> {
+    let mut out = Vec::new();
+    for conns in CONNECTIONS {
+        let store = store(ctx, conns).await?;
+        let (ours, baseline) = pair(&store, conns).await?;
+        store.pool().close().await;
+        out.push(figure.measurement(ctx, conns, &ours, &baseline));
+    }
+    Ok(out)
+}
+
+/// Run `worker(i)` for each of `conns` workers on a task of its own, and wait for them all;
+/// a failed or panicked one fails the round.
+pub async fn run_workers<F>(conns: u32, worker: impl Fn(u32) -> F) -> Result<(), BenchError>
+where
+    F: Future<Output = Result<(), BenchError>> + Send + 'static,
+{
+    join_all((0..conns).map(|i| tokio::spawn(worker(i))).collect()).await
 }
 
 /// Wait for every task; a panicked one is a failed round.

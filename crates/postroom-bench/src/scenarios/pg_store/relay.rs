@@ -4,16 +4,16 @@
 //! loop). An uncounted warm-up pair first (connections opened, statements planned, tables
 //! cached), then `--rounds` pairs (default 5) alternating which side goes first. Target ≥ 90 %.
 
-use super::{CONNECTIONS, Columns, join_all, measurement, messages, store, timed};
+use super::{Columns, Figure, at_each_connection_count, join_all, messages, run_workers, timed};
 use crate::Ctx;
 use crate::error::{BenchError, Context};
-use crate::report::{Load, Measurement, Target};
+use crate::report::{Measurement, Target};
 use crate::scenarios::broker::relay::{Counting, fill_outbox};
 use postroom_core::{
     OutboxRelay, OutboxStore, OutgoingMessage, Publisher, RelayConfig, async_trait,
 };
 use postroom_postgres::PgStore;
-use sqlx::Row;
+use sqlx::{PgPool, Row};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -37,33 +37,26 @@ impl Publisher for ConfirmAtOnce {
 pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     let (n, batch) = (ctx.args.messages(), usize::from(ctx.args.batch));
     let msgs = messages(ctx, n);
-    let mut out = Vec::new();
-    for conns in CONNECTIONS {
-        let store = store(ctx, conns).await?;
+    let figure = Figure {
+        name: "pg_relay",
+        scenario: "pg-relay",
+        target: Target::at_least(0.9),
+        baseline: "raw claim-with-lease and mark statements, no per-aggregate order",
+        prefetch: 0,
+        batch,
+    };
+    at_each_connection_count(ctx, figure, async |store, conns| {
         let warm_up = &msgs[..n.min(2000)];
-        postroom_round(&store, conns, batch, warm_up).await?;
-        raw_round(&store, conns, batch, warm_up).await?;
-        let (ours, raw) = crate::scenarios::alternate(
+        postroom_round(store, conns, batch, warm_up).await?;
+        raw_round(store, conns, batch, warm_up).await?;
+        crate::scenarios::alternate(
             ctx.args.pg_relay_rounds(),
-            async || postroom_round(&store, conns, batch, &msgs).await,
-            async || raw_round(&store, conns, batch, &msgs).await,
+            async || postroom_round(store, conns, batch, &msgs).await,
+            async || raw_round(store, conns, batch, &msgs).await,
         )
-        .await?;
-        store.pool().close().await;
-        let load = Load::new(ctx.args.payload_bytes, conns as usize, 0, batch, n);
-        out.push(measurement(
-            ctx,
-            "pg_relay",
-            "pg-relay",
-            conns,
-            &ours,
-            &raw,
-            "raw claim-with-lease and mark statements, no per-aggregate order",
-            Target::at_least(0.9),
-            load,
-        ));
-    }
-    Ok(out)
+        .await
+    })
+    .await
 }
 
 /// Fill the outbox, then time the relays until every row is confirmed and marked.
@@ -145,41 +138,38 @@ async fn raw_round(
         .await
         .ctx("analyze")?;
     let started = Instant::now();
-    let tasks = (0..conns)
-        .map(|i| {
-            let pool = pool.clone();
-            tokio::spawn(async move {
-                loop {
-                    let rows = sqlx::query(RAW_CLAIM)
-                        .bind(format!("raw-{i}"))
-                        .bind(batch as i64)
-                        .fetch_all(&pool)
-                        .await
-                        .ctx("raw claim")?;
-                    if rows.is_empty() {
-                        let left: i64 = sqlx::query_scalar(
-                            "SELECT count(*) FROM raw_outbox WHERE published_at IS NULL",
-                        )
-                        .fetch_one(&pool)
-                        .await
-                        .ctx("raw count")?;
-                        if left == 0 {
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
-                    sqlx::query(
-                        "UPDATE raw_outbox SET published_at = now(), locked_by = NULL, locked_until = NULL WHERE id = ANY($1)",
-                    )
-                    .bind(ids)
-                    .execute(&pool)
-                    .await
-                    .ctx("raw mark")?;
-                }
-            })
-        })
-        .collect();
-    join_all(tasks).await?;
+    run_workers(conns, |i| claim_and_mark(pool.clone(), i, batch)).await?;
     Ok(timed("pg-relay raw", conns, msgs.len(), started))
+}
+
+/// Raw relay `i`: claim a batch with a lease and mark it published, until no row is left
+/// unpublished.
+async fn claim_and_mark(pool: PgPool, i: u32, batch: usize) -> Result<(), BenchError> {
+    loop {
+        let rows = sqlx::query(RAW_CLAIM)
+            .bind(format!("raw-{i}"))
+            .bind(batch as i64)
+            .fetch_all(&pool)
+            .await
+            .ctx("raw claim")?;
+        if rows.is_empty() {
+            let left: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM raw_outbox WHERE published_at IS NULL")
+                    .fetch_one(&pool)
+                    .await
+                    .ctx("raw count")?;
+            if left == 0 {
+                return Ok(());
+            }
+            continue;
+        }
+        let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        sqlx::query(
+            "UPDATE raw_outbox SET published_at = now(), locked_by = NULL, locked_until = NULL WHERE id = ANY($1)",
+        )
+        .bind(ids)
+        .execute(&pool)
+        .await
+        .ctx("raw mark")?;
+    }
 }

@@ -107,17 +107,10 @@ async fn raw_worker(
             );
         }
         if !received.is_empty() {
-            let out = delete
-                .send()
-                .await
-                .map_err(|e| sdk("raw DeleteMessageBatch", e))
-                .ctx("SQS")?;
-            if !out.failed().is_empty() {
-                return Err(BenchError::Stalled(format!(
-                    "raw DeleteMessageBatch: {} entries failed",
-                    out.failed().len()
-                )));
-            }
+            super::send_batch("DeleteMessageBatch", delete.send(), |out| {
+                out.failed().len()
+            })
+            .await?;
             done.fetch_add(received.len(), Ordering::SeqCst);
         }
     }

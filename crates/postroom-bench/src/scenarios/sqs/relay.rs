@@ -6,14 +6,13 @@
 //! part.
 
 use crate::Ctx;
-use crate::error::{BenchError, Context};
+use crate::error::BenchError;
 use crate::report::Measurement;
 use crate::resources::sqs::SqsWorkload;
 use crate::scenarios::broker::Figure;
 use crate::scenarios::broker::relay::SharedClientRelay;
 use postroom_core::{OutgoingMessage, async_trait};
 use postroom_sqs::aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use postroom_sqs::error::sdk;
 
 /// Run the pair `--rounds` times, alternating which goes first.
 pub async fn run(ctx: &Ctx) -> Result<Measurement, BenchError> {
@@ -43,17 +42,7 @@ impl SharedClientRelay for SqsWorkload {
                         .map_err(|e| BenchError::Config(format!("raw entry: {e}")))?,
                 );
             }
-            let out = req
-                .send()
-                .await
-                .map_err(|e| sdk("raw SendMessageBatch", e))
-                .ctx("SQS")?;
-            if !out.failed().is_empty() {
-                return Err(BenchError::Stalled(format!(
-                    "raw SendMessageBatch: {} entries failed",
-                    out.failed().len()
-                )));
-            }
+            super::send_batch("SendMessageBatch", req.send(), |out| out.failed().len()).await?;
         }
         Ok(())
     }
