@@ -1,7 +1,7 @@
 //! One parked message: every diagnostic of each copy (one per consumer that parked it), the
 //! body only for roles that may see payloads, and edit-and-redrive for those allowed to.
 
-use super::{OrFailure, Page, Params, State, failure, refusal, require};
+use super::{OrFailure, Page, Params, State, failure, not_found, refusal, require};
 use crate::auth::{Permission, Session};
 use crate::html::{self, esc, time};
 use crate::redrive::{RunPlan, edit};
@@ -115,10 +115,7 @@ pub(crate) async fn show(
     let id = parse_id(&s, &id)?;
     let copies = state.parking.store().get(id).await.or_failure(&s)?;
     if copies.is_empty() {
-        return Err(failure(
-            &s,
-            &Error::new(ErrorKind::NotFound, format!("no parked message {id}")),
-        ));
+        return Err(failure(&s, &not_found(format!("no parked message {id}"))));
     }
     let body: String = copies.iter().map(|m| copy(&s, m)).collect();
     Ok(Html(html::page(&format!("Message {id}"), &s, &body)).into_response())
@@ -133,7 +130,7 @@ async fn copy_of(
     copies
         .into_iter()
         .find(|m| consumer.is_none_or(|c| c == m.consumer))
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no parked message {id}")))
+        .ok_or_else(|| not_found(format!("no parked message {id}")))
 }
 
 fn edit_page(s: &Session, m: &ParkedMessage, text: &str, error: Option<&str>) -> String {

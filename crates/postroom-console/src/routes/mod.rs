@@ -170,6 +170,11 @@ pub(crate) fn failure(s: &Session, e: &postroom_core::Error) -> Response {
     refusal(s, status, "Error", &e.to_string())
 }
 
+/// The error for a lookup that found nothing, saying in `message` what is missing.
+pub(crate) fn not_found(message: String) -> postroom_core::Error {
+    postroom_core::Error::new(ErrorKind::NotFound, message)
+}
+
 /// What a page handler returns: the page, or the page that says why not (a refusal or a
 /// failure), so that a handler can give up with `?`.
 pub(crate) type Page = std::result::Result<Response, Response>;

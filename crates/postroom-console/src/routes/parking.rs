@@ -2,7 +2,7 @@
 //! archive and purge actions.
 
 use super::selection::{GROUP_SCAN, find_group, query_of, query_string, selection_of};
-use super::{OrFailure, Page, Params, State, failure, require};
+use super::{OrFailure, Page, Params, State, failure, not_found, require};
 use crate::auth::{Permission, Session};
 use crate::groups::group as group_rows;
 use crate::html::{self, esc, time, url};
@@ -190,12 +190,7 @@ pub(crate) async fn group(
     let g = find_group(&*state.parking, &key)
         .await
         .and_then(|g| {
-            g.ok_or_else(|| {
-                postroom_core::Error::new(
-                    postroom_core::ErrorKind::NotFound,
-                    format!("failure group {key} has no parked messages"),
-                )
-            })
+            g.ok_or_else(|| not_found(format!("failure group {key} has no parked messages")))
         })
         .or_failure(&s)?;
     let q = ParkingQuery {

@@ -3,7 +3,7 @@
 //! resume and cancel.
 
 use super::selection::selection_of;
-use super::{OrFailure, Page, Params, State, failure, refusal, require};
+use super::{OrFailure, Page, Params, State, failure, not_found, refusal, require};
 use crate::auth::{Permission, Session};
 use crate::html::{self, esc, time};
 use crate::redrive::{RunAction, RunPlan};
@@ -197,14 +197,7 @@ pub(crate) async fn show(
         .runs
         .status(&id)
         .await
-        .and_then(|st| {
-            st.ok_or_else(|| {
-                postroom_core::Error::new(
-                    postroom_core::ErrorKind::NotFound,
-                    format!("no redrive run {id}"),
-                )
-            })
-        })
+        .and_then(|st| st.ok_or_else(|| not_found(format!("no redrive run {id}"))))
         .or_failure(&s)?;
     let audit = state
         .parking

@@ -1,7 +1,7 @@
 //! From request parameters to what the stores understand: a listing query from the filter
 //! form, and a redrive selection (one message, checked messages, or a failure group).
 
-use super::Params;
+use super::{Params, not_found};
 use crate::backend::ParkingConsole;
 use crate::groups::{FailureGroup, group};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -94,12 +94,9 @@ pub(crate) struct Selection {
 /// The selection of a redrive or archive form.
 pub(crate) async fn selection_of(parking: &dyn ParkingConsole, p: &Params) -> Result<Selection> {
     if let Some(key) = p.get("group") {
-        let g = find_group(parking, key).await?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("failure group {key} has no parked messages"),
-            )
-        })?;
+        let g = find_group(parking, key)
+            .await?
+            .ok_or_else(|| not_found(format!("failure group {key} has no parked messages")))?;
         return Ok(Selection {
             filter: ParkingFilter {
                 message_type: g.message_type.clone(),
