@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, called_within, policy, run_on_orders};
+use common::probe::{Mode, Probe, policy, run_on_orders};
 use common::{TestNats, next_delivery, order, subscribe_to_orders};
 use postroom_core::{Delivery, Subscriber, Transport};
 use postroom_nats::NatsTransport;
@@ -30,7 +30,7 @@ async fn a_handler_longer_than_ack_wait_keeps_its_delivery() {
     let b = start().await;
     let env = order("slow", 1);
     publish_to(transport.publisher(), &env, "order.created").await;
-    assert!(called_within(&probe, env.id, Duration::from_secs(10)).await);
+    assert!(probe.handled_within(env.id, Duration::from_secs(10)).await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let stats = a.stats.snapshot().applied + b.stats.snapshot().applied;
     a.stop().await;

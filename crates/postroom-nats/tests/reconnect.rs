@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, called_within, policy, run_on_orders};
+use common::probe::{Mode, Probe, policy, run_on_orders};
 use common::server::OwnServer;
 use common::{TestNats, eventually, order};
 use postroom_core::{MessageId, OutgoingMessage, Publisher, Transport};
@@ -38,7 +38,11 @@ async fn a_deleted_durable_is_recreated_and_consumption_goes_on() {
         .publish(&OutgoingMessage::from_envelope(&before, "order.created"))
         .await
         .unwrap();
-    assert!(called_within(&probe, before.id, Duration::from_secs(10)).await);
+    assert!(
+        probe
+            .handled_within(before.id, Duration::from_secs(10))
+            .await
+    );
     let lanes = naming::lanes(
         &transport.config(),
         transport.config().consumer("del").unwrap(),
@@ -58,7 +62,9 @@ async fn a_deleted_durable_is_recreated_and_consumption_goes_on() {
     )
     .await;
     assert!(
-        called_within(&probe, after.id, Duration::from_secs(20)).await,
+        probe
+            .handled_within(after.id, Duration::from_secs(20))
+            .await,
         "consumed after the durable was recreated"
     );
     assert!(

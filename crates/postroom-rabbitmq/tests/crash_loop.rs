@@ -14,7 +14,7 @@
 mod common;
 
 use common::TestRabbit;
-use common::probe::{Mode, Probe, handled_within};
+use common::probe::{Mode, Probe};
 use postroom_core::outcome::codes;
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
@@ -208,7 +208,9 @@ async fn redrive_to_a_mended_consumer(
         Subscription::new("crashy", &["order.created"]),
         rx,
     );
-    let handled = handled_within(&probe, p.message_id, Duration::from_secs(20)).await;
+    let handled = probe
+        .handled_within(p.message_id, Duration::from_secs(20))
+        .await;
     let again = parked(t, store).await;
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, handled_within, policy, run_probe};
+use common::probe::{Mode, Probe, policy, run_probe};
 use common::{TestRabbit, eventually, order, publish_order};
 use postroom_core::{OutgoingMessage, Publisher};
 use std::time::Duration;
@@ -17,7 +17,11 @@ async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
     let probe = Probe::new(Mode::Ok);
     let running = run_probe(&t, "rc", 2, &publisher, &probe, policy("1s", 3), 2);
     let first = publish_order(publisher.as_ref(), "rc1").await;
-    assert!(handled_within(&probe, first.id, Duration::from_secs(10)).await);
+    assert!(
+        probe
+            .handled_within(first.id, Duration::from_secs(10))
+            .await
+    );
 
     // Someone deletes the work queue's binding, then the broker (or an operator) closes the
     // connection: the reconnect re-declares the topology and so restores the binding.
@@ -39,7 +43,9 @@ async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
     .await;
     assert!(published, "the publisher reconnects");
     assert!(
-        handled_within(&probe, second.id, Duration::from_secs(30)).await,
+        probe
+            .handled_within(second.id, Duration::from_secs(30))
+            .await,
         "consumption resumes"
     );
     running.stop().await;
@@ -87,7 +93,7 @@ async fn consumer_cancelled_by_the_broker_is_counted_and_resumes() {
     topo.apply().await.unwrap();
     let env = publish_order(publisher.as_ref(), "cc1").await;
     assert!(
-        handled_within(&probe, env.id, Duration::from_secs(30)).await,
+        probe.handled_within(env.id, Duration::from_secs(30)).await,
         "consumption resumes"
     );
     running.stop().await;

@@ -51,8 +51,3 @@ pub async fn run_on_orders(
     )
     .await
 }
-
-/// Whether `probe` is called with message `id` within `within`.
-pub async fn called_within(probe: &Probe, id: MessageId, within: Duration) -> bool {
-    super::eventually(within, || async { !probe.calls_for(id).is_empty() }).await
-}

@@ -41,8 +41,3 @@ pub fn run_probe(
         concurrency,
     )
 }
-
-/// Whether `probe` is handed message `id` (at least once) within `bound`.
-pub async fn handled_within(probe: &Probe, id: MessageId, bound: Duration) -> bool {
-    super::eventually(bound, || async { !probe.calls_for(id).is_empty() }).await
-}

@@ -129,6 +129,11 @@ impl Probe {
         self.calls().into_iter().filter(|c| c.id == id).collect()
     }
 
+    /// Whether the message `id` reached the probe within `bound`.
+    pub async fn handled_within(&self, id: MessageId, bound: std::time::Duration) -> bool {
+        crate::wait::eventually(bound, || async { !self.calls_for(id).is_empty() }).await
+    }
+
     /// Succeed: through the inbox when the probe has one.
     async fn succeed(&self, m: &Incoming) -> Result<Handled, HandlerError> {
         #[cfg(feature = "sqlite")]
