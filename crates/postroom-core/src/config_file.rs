@@ -3,7 +3,8 @@
 //! was, the parsed configuration checks itself before anyone uses it, and each consumer is
 //! listed once.
 //!
-//! The helpers take what the parser returned, so they serve any text format.
+//! The helpers take what the parser returned, so they serve any text format; [`text`] and
+//! [`duration_text`] write values the way the files do (`#[serde(with = "…")]`).
 
 use crate::{Error, ErrorKind, Result};
 use std::collections::BTreeSet;
@@ -51,6 +52,51 @@ impl<'a> ConsumersSeen<'a> {
     }
 }
 
+/// A value kept in a file as its text (`Display` writes it, `FromStr` reads it back), e.g. a
+/// [`RetryLadder`](crate::RetryLadder) as `5s,30s,5m`. For `#[serde(with = "…")]`.
+pub mod text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    /// Write `value` as its text.
+    pub fn serialize<T: Display, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&value.to_string())
+    }
+
+    /// Read a value from its text; the parse error is the deserializer's error.
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr<Err: Display>,
+        D: Deserializer<'de>,
+    {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A [`Duration`](std::time::Duration) kept in a file as text: `250ms`, `5s`, `2m`, `1h` (the
+/// way the retry ladder writes its delays), zero as `0s`. For `#[serde(with = "…")]`.
+pub mod duration_text {
+    use crate::retry::ladder::{format_duration, parse_duration};
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    /// Write `d` as text.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        if d.is_zero() {
+            return s.serialize_str("0s");
+        }
+        s.serialize_str(&format_duration(*d))
+    }
+
+    /// Read a duration from its text ([`parse_duration`]).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +118,24 @@ mod tests {
             parse_checked("c", "8".parse::<u32>(), |_| Ok(())).unwrap(),
             8
         );
+    }
+
+    #[test]
+    fn ladders_and_durations_round_trip_as_text() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct File {
+            #[serde(with = "text")]
+            ladder: crate::RetryLadder,
+            #[serde(with = "duration_text")]
+            wait: std::time::Duration,
+        }
+        let json = r#"{"ladder":"5s,30s,5m","wait":"0s"}"#;
+        let file: File = serde_json::from_str(json).unwrap();
+        assert_eq!(file.ladder, crate::RetryLadder::default());
+        assert!(file.wait.is_zero());
+        assert_eq!(serde_json::to_string(&file).unwrap(), json);
+        let err = serde_json::from_str::<File>(r#"{"ladder":"5s","wait":"5x"}"#).unwrap_err();
+        assert!(err.to_string().contains("bad duration unit"), "{err}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::naming::{ConsumerTopics, check_topic, topic_of};
 use postroom_core::{Error, ErrorKind, Result};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -334,15 +334,12 @@ pub async fn create_topics(
             n
         })
         .collect();
-    let results = admin
-        .create_topics(new.iter(), &admin_options())
-        .await
-        .map_err(|e| kafka("creating topics", e))?;
-    check_admin_results(
-        results,
+    settle(
+        admin.create_topics(new.iter(), &admin_options()),
         "creating topic",
         &[RDKafkaErrorCode::TopicAlreadyExists],
     )
+    .await
 }
 
 /// Delete `topics` (test cleanup, operators); a missing one is not an error.
@@ -350,19 +347,13 @@ pub async fn delete_topics(
     admin: &AdminClient<DefaultClientContext>,
     topics: &[String],
 ) -> Result<()> {
-    if topics.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let results = admin
-        .delete_topics(&names, &admin_options())
-        .await
-        .map_err(|e| kafka("deleting topics", e))?;
-    check_admin_results(
-        results,
+    delete_named(
+        topics,
+        |names| admin.delete_topics(names, &admin_options()),
         "deleting topic",
         &[RDKafkaErrorCode::UnknownTopicOrPartition],
     )
+    .await
 }
 
 /// Delete consumer groups (their committed offsets); a missing one is not an error.
@@ -370,22 +361,16 @@ pub async fn delete_groups(
     admin: &AdminClient<DefaultClientContext>,
     groups: &[String],
 ) -> Result<()> {
-    if groups.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
-    let results = admin
-        .delete_groups(&names, &admin_options())
-        .await
-        .map_err(|e| kafka("deleting consumer groups", e))?;
-    check_admin_results(
-        results,
+    delete_named(
+        groups,
+        |names| admin.delete_groups(names, &admin_options()),
         "deleting consumer group",
         &[
             RDKafkaErrorCode::GroupIdNotFound,
             RDKafkaErrorCode::NotCoordinator,
         ],
     )
+    .await
 }
 
 /// The options of the admin calls: each operation may take up to ten seconds.
@@ -393,13 +378,36 @@ fn admin_options() -> AdminOptions {
     AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))
 }
 
-/// The per-item results of an admin call as one: an item that failed with a code in
-/// `tolerated` counts as done, any other failure is the error, naming the item.
-fn check_admin_results(
-    results: Vec<std::result::Result<String, (String, RDKafkaErrorCode)>>,
+/// What an admin call answers for one item: its name, or its name and why it failed.
+type ItemResult = std::result::Result<String, (String, RDKafkaErrorCode)>;
+
+/// Delete the items named `names` through the admin call `delete` (none: no call), settled as
+/// [`settle`] does.
+async fn delete_named<F>(
+    names: &[String],
+    delete: impl FnOnce(&[&str]) -> F,
+    doing: &str,
+    tolerated: &[RDKafkaErrorCode],
+) -> Result<()>
+where
+    F: Future<Output = KafkaResult<Vec<ItemResult>>>,
+{
+    if names.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    settle(delete(&names), doing, tolerated).await
+}
+
+/// The admin call `call` and its per-item results as one: the call failing is the error of
+/// `doing` (the act on one item, `deleting topic`) in the plural; an item that failed with a
+/// code in `tolerated` counts as done, any other failure is the error, naming the item.
+async fn settle(
+    call: impl Future<Output = KafkaResult<Vec<ItemResult>>>,
     doing: &str,
     tolerated: &[RDKafkaErrorCode],
 ) -> Result<()> {
+    let results = call.await.map_err(|e| kafka(format!("{doing}s"), e))?;
     for r in results {
         if let Err((name, code)) = r
             && !tolerated.contains(&code)

@@ -54,7 +54,7 @@ pub struct NatsConfig {
     /// after it. `[A-Za-z0-9_-]`, not starting with `_`.
     pub prefix: String,
     /// Ownership of a delivery without a Progress heartbeat.
-    #[serde(default = "d_ack_wait", with = "text")]
+    #[serde(default = "d_ack_wait", with = "config_file::duration_text")]
     pub ack_wait: Duration,
     /// Deliveries of one copy the server makes (the crash-loop bound it keeps); must exceed
     /// the backoff list's length.
@@ -69,21 +69,21 @@ pub struct NatsConfig {
     #[serde(default, with = "text_list")]
     pub backoff: Vec<Duration>,
     /// Longest delay a delayed nak may carry (the transport's delay capability).
-    #[serde(default = "d_max_delay", with = "text")]
+    #[serde(default = "d_max_delay", with = "config_file::duration_text")]
     pub max_delay: Duration,
     /// Deduplication window of the work stream (`Nats-Msg-Id`): a relay that republishes
     /// within it leaves one copy.
-    #[serde(default = "d_duplicate_window", with = "text")]
+    #[serde(default = "d_duplicate_window", with = "config_file::duration_text")]
     pub duplicate_window: Duration,
     /// Publish with `Nats-Msg-Id` = the message id (the default). Off, every publish is a new
     /// copy even within the window: only for tests that need a duplicate to reach a consumer.
     #[serde(default = "d_true")]
     pub deduplicate: bool,
     /// How long the work stream keeps copies (0: no limit).
-    #[serde(default = "d_max_age", with = "text")]
+    #[serde(default = "d_max_age", with = "config_file::duration_text")]
     pub max_age: Duration,
     /// How long parking streams keep copies the ingest has not stored (0: no limit).
-    #[serde(default = "d_parking_max_age", with = "text")]
+    #[serde(default = "d_parking_max_age", with = "config_file::duration_text")]
     pub parking_max_age: Duration,
     /// File or memory storage.
     #[serde(default)]
@@ -92,15 +92,15 @@ pub struct NatsConfig {
     #[serde(default = "d_replicas")]
     pub replicas: usize,
     /// How long one pull request waits on the server before it is renewed.
-    #[serde(default = "d_pull_expires", with = "text")]
+    #[serde(default = "d_pull_expires", with = "config_file::duration_text")]
     pub pull_expires: Duration,
     /// Idle heartbeat of pull requests: two missed in a row mean the request or the server
     /// is gone, and the subscriber recovers.
-    #[serde(default = "d_heartbeat", with = "text")]
+    #[serde(default = "d_heartbeat", with = "config_file::duration_text")]
     pub heartbeat: Duration,
     /// Progress heartbeats keep an unsettled delivery owned at most this long; a handler that
     /// hangs past it loses the delivery to a redelivery (the crash-loop bound counts it).
-    #[serde(default = "d_max_in_progress", with = "text")]
+    #[serde(default = "d_max_in_progress", with = "config_file::duration_text")]
     pub max_in_progress: Duration,
     /// Consumers.
     #[serde(default)]
@@ -323,27 +323,8 @@ pub fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Durations as text (`250ms`, `5s`, `2m`, `1h`), the way the retry ladder writes them.
-mod text {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn parse(s: &str) -> Result<Duration, String> {
-        postroom_core::retry::ladder::parse_duration(s)
-    }
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        if d.is_zero() {
-            return s.serialize_str("0s");
-        }
-        s.serialize_str(&postroom_core::retry::ladder::format_duration(*d))
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let t = String::deserialize(d)?;
-        parse(&t).map_err(serde::de::Error::custom)
-    }
-}
-
+/// A list of durations as text (`250ms`, `5s`, `2m`, `1h`), the way the retry ladder writes
+/// them.
 mod text_list {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
@@ -359,7 +340,9 @@ mod text_list {
         let texts = Vec::<String>::deserialize(d)?;
         texts
             .iter()
-            .map(|t| super::text::parse(t).map_err(serde::de::Error::custom))
+            .map(|t| {
+                postroom_core::retry::ladder::parse_duration(t).map_err(serde::de::Error::custom)
+            })
             .collect()
     }
 }

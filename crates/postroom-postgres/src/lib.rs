@@ -45,6 +45,7 @@ pub mod error;
 pub mod inbox;
 pub mod inbox_queue;
 pub mod last_error;
+mod lease;
 pub mod migrate;
 pub mod options;
 pub mod outbox;
@@ -68,7 +69,7 @@ pub use schema::TablePrefix;
 use error::SqlxResultExt;
 use postroom_core::{Error, ErrorKind, Result};
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{PgPool, Postgres, Row, Transaction};
 use std::time::Duration;
 
 /// A connection refused at start-up for a database or a role that does not exist (SQLSTATE
@@ -284,6 +285,15 @@ impl PgStore {
 /// hold any timestamp, and a conversion must not panic on them.
 pub(crate) fn seconds(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// What `q` (a statement selecting one `count(*)`) counts in `pool`.
+pub(crate) async fn fetch_count(
+    pool: &PgPool,
+    q: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+) -> Result<u64> {
+    let n: i64 = q.fetch_one(pool).await.pg()?.try_get(0).pg()?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 #[cfg(test)]

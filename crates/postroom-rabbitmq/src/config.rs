@@ -80,7 +80,7 @@ pub struct TopologyConfig {
     #[serde(default = "default_vhost")]
     pub vhost: String,
     /// Retry delays, e.g. `5s,30s,5m`.
-    #[serde(default = "default_ladder", with = "ladder_text")]
+    #[serde(default = "default_ladder", with = "config_file::text")]
     pub ladder: RetryLadder,
     /// Retry style.
     #[serde(default)]
@@ -210,19 +210,6 @@ impl TopologyConfig {
 }
 
 mod limits;
-
-mod ladder_text {
-    use postroom_core::RetryLadder;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(l: &RetryLadder, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&l.to_string())
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RetryLadder, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -192,14 +192,12 @@ impl TopologyConfig {
     }
 }
 
+/// Durations as text the way every topology file writes them, and read in days (`4d`) too.
 mod duration_text {
-    use postroom_core::retry::ladder::{format_duration, parse_duration};
-    use serde::{Deserialize, Deserializer, Serializer};
+    pub use postroom_core::config_file::duration_text::serialize;
+    use serde::{Deserialize, Deserializer};
     use std::time::Duration;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_duration(*d))
-    }
     /// `30s`, `5m`, `4d` (days), or a number of seconds.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
@@ -207,7 +205,7 @@ mod duration_text {
             let n: u64 = days.parse().map_err(serde::de::Error::custom)?;
             return Ok(Duration::from_secs(n * 24 * 3600));
         }
-        parse_duration(&text).map_err(serde::de::Error::custom)
+        postroom_core::retry::ladder::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
 

@@ -228,13 +228,7 @@ impl Subscription {
         if self.consumer.is_empty() {
             return Err(Error::new(ErrorKind::Config, "the consumer name is empty"));
         }
-        if self.prefetch == 0 {
-            return Err(Error::new(
-                ErrorKind::Config,
-                "prefetch must be at least 1 (0 would mean unbounded)",
-            ));
-        }
-        Ok(())
+        check_prefetch(self.prefetch)
     }
 
     /// The routes as string slices.
@@ -242,6 +236,18 @@ impl Subscription {
     pub fn route_refs(&self) -> Vec<&str> {
         self.routes.iter().map(String::as_str).collect()
     }
+}
+
+/// Refuse a prefetch of 0: a transport would take it as no bound on the unsettled deliveries
+/// it hands out.
+pub fn check_prefetch(prefetch: usize) -> Result<()> {
+    if prefetch == 0 {
+        return Err(Error::new(
+            ErrorKind::Config,
+            "prefetch must be at least 1 (0 would mean unbounded)",
+        ));
+    }
+    Ok(())
 }
 
 /// One broker (or queue in tables) as postroom uses it.

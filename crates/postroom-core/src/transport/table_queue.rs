@@ -4,7 +4,10 @@
 //! states its own defaults (`SqliteQueue::defaults`, `PgQueue::defaults`), tuned to its
 //! engine.
 
-use super::{Capabilities, DelayCapability, KeyOrdering, RedeliveryCounting};
+use super::{
+    BoxSubscriber, Capabilities, DelayCapability, KeyOrdering, RedeliveryCounting, Subscriber,
+    Subscription,
+};
 use crate::error::{Error, ErrorKind, Result};
 use std::time::Duration;
 
@@ -63,9 +66,7 @@ impl QueueConfig {
     /// Refuse an unbounded or zero prefetch, a zero lease and a zero poll interval.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::new(ErrorKind::Config, m.to_string()));
-        if self.prefetch == 0 {
-            return bad("prefetch must be at least 1 (0 would mean unbounded)");
-        }
+        super::check_prefetch(self.prefetch)?;
         if self.lease.is_zero() {
             return bad("the lease must be longer than zero");
         }
@@ -74,6 +75,27 @@ impl QueueConfig {
         }
         Ok(())
     }
+}
+
+/// How a queue in tables answers [`Transport::subscribe`](super::Transport::subscribe): check
+/// `subscription`, then `open` the subscriber of its consumer on its routes, reading a queue
+/// with the settings `config` but the subscription's prefetch.
+pub async fn subscribe<S: Subscriber>(
+    config: &QueueConfig,
+    subscription: &Subscription,
+    open: impl AsyncFnOnce(QueueConfig, &str, &[&str]) -> Result<S>,
+) -> Result<BoxSubscriber> {
+    subscription.validate()?;
+    let config = config.clone().prefetch(subscription.prefetch);
+    let subscriber = open(config, &subscription.consumer, &subscription.route_refs()).await?;
+    Ok(BoxSubscriber::new(subscriber))
+}
+
+/// How a queue in tables answers [`Transport::dead_letters`](super::Transport::dead_letters):
+/// it has no dead-letter queue to drain, since parking writes straight into the parking
+/// table, in the transaction that removes the queue row.
+pub fn dead_letters() -> Result<Option<BoxSubscriber>> {
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::naming::{ConsumerTopics, route_of};
 use crate::producer::{KafkaProducer, Outbound};
 use postroom_core::backoff::Backoff;
 use postroom_core::message::headers as h;
+use postroom_core::transport::check_prefetch;
 use postroom_core::{Error, ErrorKind, ReceivedMessage, Result, RetryLadder, Subscriber};
 use rdkafka::consumer::BaseConsumer;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,12 +95,7 @@ impl KafkaSubscriber {
         consumer: &str,
         spec: SubscriberSpec,
     ) -> Result<Self> {
-        if spec.prefetch == 0 {
-            return Err(Error::new(
-                ErrorKind::Config,
-                "prefetch must be at least 1 (0 would mean unbounded)",
-            ));
-        }
+        check_prefetch(spec.prefetch)?;
         let names = ConsumerTopics::new(&config.prefix, consumer);
         let mut topics = spec.topics.clone();
         let stage_topics = if spec.stages {

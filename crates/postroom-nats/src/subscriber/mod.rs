@@ -13,6 +13,7 @@ use crate::connection::NatsConnection;
 use crate::delivery::{DeliveryContext, NatsDelivery};
 use crate::naming::{self, lanes};
 use crate::retry_book::RetryBook;
+use postroom_core::transport::check_prefetch;
 use postroom_core::{Error, ErrorKind, Result, Subscriber};
 use puller::Puller;
 use received::Describe;
@@ -44,12 +45,7 @@ impl NatsSubscriber {
         prefetch: usize,
         book: Arc<RetryBook>,
     ) -> Result<Self> {
-        if prefetch == 0 {
-            return Err(Error::new(
-                ErrorKind::Config,
-                "prefetch must be at least 1 (0 would mean unbounded)",
-            ));
-        }
+        check_prefetch(prefetch)?;
         let c = config.consumer(consumer).ok_or_else(|| {
             Error::new(
                 ErrorKind::Config,

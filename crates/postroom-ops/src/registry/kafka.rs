@@ -5,7 +5,9 @@
 //! The URL names one bootstrap broker; `?brokers=h2:9092,h3:9092` adds more, `?partitions=N`
 //! and `?replication=N` set how created topics are made (defaults 1 and 1).
 
-use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
+use super::{
+    Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
+};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::{TopologyFile, TransportSpec};
@@ -82,13 +84,9 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConf
 }
 
 fn consumers_of(spec: &TransportSpec) -> Consumers {
-    spec.workload
-        .consumers
-        .iter()
-        .fold(Consumers::default(), |acc, c| {
-            let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
-            acc.with(&c.name, &routes)
-        })
+    with_workload_consumers(Consumers::default(), spec, |acc, name, routes| {
+        acc.with(name, routes)
+    })
 }
 
 impl Driver for KafkaDriver {

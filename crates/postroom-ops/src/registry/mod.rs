@@ -27,7 +27,7 @@ pub mod sqs;
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsErrorKind, OpsResult};
 use crate::workload::TransportSpec;
-use postroom_core::{InboxLookup, OutboxStore, ParkingStore, Transport, async_trait};
+use postroom_core::{InboxLookup, OutboxStore, ParkingStore, QueueConfig, Transport, async_trait};
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +56,13 @@ impl Default for QueueOptions {
             lease: Duration::from_secs(30),
             prefetch: 8,
         }
+    }
+}
+
+impl QueueOptions {
+    /// `config` (a store's queue defaults) with this lease and prefetch.
+    pub fn apply(&self, config: QueueConfig) -> QueueConfig {
+        config.lease(self.lease).prefetch(self.prefetch)
     }
 }
 
@@ -183,6 +190,25 @@ impl<T: postroom_core::BrokerTopology + 'static> TopologyPlan for Planned<T> {
     }
 }
 
+/// `config` with every consumer of `spec`'s workload added to it on its routes by `add`
+/// (a broker configuration's own `with_consumer`).
+#[cfg(any(
+    feature = "kafka",
+    feature = "nats",
+    feature = "rabbitmq",
+    feature = "sqs"
+))]
+pub(crate) fn with_workload_consumers<C>(
+    config: C,
+    spec: &TransportSpec,
+    add: impl Fn(C, &str, &[&str]) -> C,
+) -> C {
+    spec.workload.consumers.iter().fold(config, |config, c| {
+        let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
+        add(config, &c.name, &routes)
+    })
+}
+
 /// Opens transports of some schemes.
 #[async_trait]
 pub trait TransportDriver: Driver {
@@ -301,10 +327,7 @@ impl Registry {
         options: &StoreOptions,
     ) -> OpsResult<Arc<dyn Store>> {
         let driver = self.store_driver(endpoint)?;
-        driver
-            .open(endpoint, options)
-            .await
-            .map_err(|e| scrubbed(e, endpoint))
+        scrubbed(driver.open(endpoint, options).await, endpoint)
     }
 
     /// Open the transport at `endpoint` for `spec`.
@@ -314,10 +337,7 @@ impl Registry {
         spec: &TransportSpec,
     ) -> OpsResult<Arc<dyn Transport>> {
         let driver = self.transport_driver(endpoint)?;
-        driver
-            .open(endpoint, spec)
-            .await
-            .map_err(|e| scrubbed(e, endpoint))
+        scrubbed(driver.open(endpoint, spec).await, endpoint)
     }
 
     /// The topology of `spec` on the transport at `endpoint`.
@@ -327,10 +347,7 @@ impl Registry {
         spec: &TransportSpec,
     ) -> OpsResult<Box<dyn TopologyPlan>> {
         let driver = self.transport_driver(endpoint)?;
-        driver
-            .topology(endpoint, spec)
-            .await
-            .map_err(|e| scrubbed(e, endpoint))
+        scrubbed(driver.topology(endpoint, spec).await, endpoint)
     }
 }
 
@@ -350,9 +367,9 @@ fn driver_for<'a, D: Driver + ?Sized>(
         .ok_or_else(|| unknown(what, endpoint, &schemes_of(drivers)))
 }
 
-/// A driver's error without the endpoint's password, whatever the driver quoted.
-fn scrubbed(e: OpsError, endpoint: &Endpoint) -> OpsError {
-    OpsError::new(e.kind, endpoint.scrub(&e.message))
+/// A driver's answer, its error without the endpoint's password, whatever the driver quoted.
+fn scrubbed<T>(answer: OpsResult<T>, endpoint: &Endpoint) -> OpsResult<T> {
+    answer.map_err(|e| OpsError::new(e.kind, endpoint.scrub(&e.message)))
 }
 
 fn unknown(what: &str, endpoint: &Endpoint, built: &[&str]) -> OpsError {

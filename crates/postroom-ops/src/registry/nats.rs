@@ -6,7 +6,9 @@
 //! `max_deliver`, `max_ack_pending`, `backoff`, `max_delay`, `duplicate_window`, `storage`,
 //! …, and a consumer's `partitions`). A key neither knows is refused by name.
 
-use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
+use super::{
+    Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
+};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -28,11 +30,9 @@ pub fn config_of(spec: &TransportSpec) -> OpsResult<NatsConfig> {
     let (mut config, explicit) = match &spec.topology_text {
         Some(text) => from_text(text, spec)?,
         None => {
-            let mut c = NatsConfig::new(&w.prefix);
-            for consumer in &w.consumers {
-                let routes: Vec<&str> = consumer.routes.iter().map(String::as_str).collect();
-                c = c.with_consumer(&consumer.name, &routes);
-            }
+            let c = with_workload_consumers(NatsConfig::new(&w.prefix), spec, |c, name, routes| {
+                c.with_consumer(name, routes)
+            });
             (c, Vec::new())
         }
     };

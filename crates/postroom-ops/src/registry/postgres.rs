@@ -79,9 +79,7 @@ impl Store for PgDatabase {
     }
 
     fn queue(&self, options: &QueueOptions) -> OpsResult<Arc<dyn Transport>> {
-        let config = PgQueue::defaults()
-            .lease(options.lease)
-            .prefetch(options.prefetch);
+        let config = options.apply(PgQueue::defaults());
         Ok(Arc::new(self.store.queue(config)?))
     }
 

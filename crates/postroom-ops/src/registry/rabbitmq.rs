@@ -7,7 +7,9 @@
 //! broker URL's `cacertfile` is trusted for the API's certificate too, unless the API's URL
 //! names a CA file of its own.
 
-use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
+use super::{
+    Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
+};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -97,11 +99,9 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<TopologyC
     if let Some(ladder) = &w.ladder {
         config.ladder = ladder.clone();
     }
-    for c in &w.consumers {
-        let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
-        config = config.with_consumer(&c.name, &routes);
-    }
-    Ok(config)
+    Ok(with_workload_consumers(config, spec, |c, name, routes| {
+        c.with_consumer(name, routes)
+    }))
 }
 
 /// The management API of `broker` for `vhost` ([`management_url_from`] with `explicit`),

@@ -68,9 +68,7 @@ impl Store for SqliteFile {
     }
 
     fn queue(&self, options: &QueueOptions) -> OpsResult<Arc<dyn Transport>> {
-        let config = SqliteQueue::defaults()
-            .lease(options.lease)
-            .prefetch(options.prefetch);
+        let config = options.apply(SqliteQueue::defaults());
         Ok(Arc::new(self.store.queue_with(config)?))
     }
 

@@ -20,7 +20,9 @@
 //! consumer's queue a topic goes to) from that same workload, so a relay in one process
 //! routes to the queues a consumer in another reads.
 
-use super::{Driver, Planned, TopologyPlan, TransportDriver, cannot_reach};
+use super::{
+    Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
+};
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::TransportSpec;
@@ -153,15 +155,13 @@ pub fn config_of(url: &SqsUrl, spec: &TransportSpec) -> OpsResult<TopologyConfig
             .map_err(|e| OpsError::usage(format!("topology file (SQS): {}", e.message())))?,
         None => {
             let w = &spec.workload;
-            let mut config = TopologyConfig {
+            let config = TopologyConfig {
                 prefix: w.prefix.clone(),
                 ..TopologyConfig::default()
             };
-            for c in &w.consumers {
-                let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
-                config = config.with_consumer(&c.name, &routes);
-            }
-            config
+            with_workload_consumers(config, spec, |c, name, routes| {
+                c.with_consumer(name, routes)
+            })
         }
     };
     if url.fifo {

@@ -4,9 +4,10 @@
 
 use super::InboxQueue;
 use crate::error::{SqlxResultExt, commit};
+use crate::lease;
 use crate::parking::row;
 use postroom_core::message::headers as h;
-use postroom_core::{Headers, MessageId, ParkedMessage, ReceivedMessage, Result};
+use postroom_core::{Headers, ParkedMessage, ReceivedMessage, Result};
 use sqlx::Row;
 use sqlx::types::Json;
 use std::time::Duration;
@@ -40,33 +41,27 @@ impl InboxQueue {
                  (SELECT k.last_seq FROM {p}inbox_queue_keys k WHERE k.consumer = q.consumer AND k.order_key = q.order_key) AS last_seq",
             p = self.prefix
         );
-        let rows = sqlx::query(&sql)
-            .bind(&self.config.consumer.name)
-            .bind(i64::try_from(self.config.batch).unwrap_or(1))
-            .bind(worker)
-            .bind(self.config.lease.as_secs_f64())
-            .fetch_all(&self.pool)
-            .await
-            .pg()?;
+        let rows = lease::claim_rows(
+            &self.pool,
+            &sql,
+            &self.config.consumer.name,
+            i64::try_from(self.config.batch).unwrap_or(1),
+            worker,
+            self.config.lease,
+        )
+        .await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let attempts = u32::try_from(r.try_get::<i32, _>("attempts").pg()?).unwrap_or(0);
             let mut headers: Headers = r.try_get::<Json<Headers>, _>("headers").pg()?.0;
             headers.insert(h::RETRY_ATTEMPT.into(), attempts.to_string());
-            let id: uuid::Uuid = r.try_get("message_id").pg()?;
             let key: Option<String> = r.try_get("order_key").pg()?;
             let seq: Option<i64> = r.try_get("order_seq").pg()?;
             let last: Option<i64> = r.try_get("last_seq").pg()?;
             let gap: Option<f64> = r.try_get("gap_for").pg()?;
             out.push(Claimed {
                 id: r.try_get("id").pg()?,
-                message: ReceivedMessage::new(
-                    Some(MessageId::from(id)),
-                    r.try_get::<String, _>("routing_key").pg()?,
-                    headers,
-                    r.try_get("body").pg()?,
-                )
-                .redelivered(attempts > 0),
+                message: lease::received(&r, headers)?.redelivered(attempts > 0),
                 attempts,
                 order: key.zip(seq.and_then(|s| u64::try_from(s).ok())),
                 last_seq: last.and_then(|s| u64::try_from(s).ok()),

@@ -226,11 +226,7 @@ impl InboxQueue {
             "SELECT count(*) FROM {p}inbox_queue WHERE consumer = $1 AND status = 'pending'",
             p = self.prefix
         );
-        let n: i64 = sqlx::query_scalar(&sql)
-            .bind(&self.config.consumer.name)
-            .fetch_one(&self.pool)
-            .await
-            .pg()?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        let q = sqlx::query(&sql).bind(&self.config.consumer.name);
+        crate::fetch_count(&self.pool, q).await
     }
 }

@@ -494,8 +494,7 @@ impl OutboxStore for PgOutbox {
             "SELECT count(*) FROM {p}outbox WHERE published_at IS NULL",
             p = self.prefix
         );
-        let n: i64 = sqlx::query_scalar(&sql).fetch_one(&self.pool).await.pg()?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        crate::fetch_count(&self.pool, sqlx::query(&sql)).await
     }
 
     async fn wait_for_rows(&self, relay_id: &str, max_wait: Duration) {

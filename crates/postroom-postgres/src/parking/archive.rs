@@ -6,14 +6,16 @@
 
 use super::{PgParking, filter, limit_of, row};
 use crate::error::{SqlxResultExt, commit};
+use crate::fetch_count;
 use chrono::{DateTime, Utc};
 use postroom_core::sql_store::PARKED_SUMMARY_COLUMNS;
 use postroom_core::{
     Error, ErrorClass, ErrorKind, MessageId, ParkedMessage, ParkedStatus, ParkedSummary,
     ParkingArchive, ParkingQuery, Result, async_trait,
 };
-use sqlx::Row;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::{Postgres, Row};
 
 /// ASCII lower-casing, as `str::to_ascii_lowercase` (PostgreSQL's `lower` follows the locale).
 const ASCII_LOWER: &str =
@@ -33,6 +35,23 @@ impl PgParking {
             w = filter::WHERE
         )
     }
+
+    /// The columns `cols` of the copies matching a query, newest first, at most `$11` of
+    /// them.
+    fn newest_first(&self, cols: &str) -> String {
+        format!(
+            "SELECT {cols} FROM {v} ORDER BY parked_at DESC, consumer, message_id LIMIT $11",
+            v = self.view_and_where()
+        )
+    }
+}
+
+/// `sql` (a statement over [`PgParking::view_and_where`]) with the query's parameters
+/// `$1`–`$10` bound: the filter's eight, whether archived copies are wanted, and the words.
+fn bind_query<'q>(sql: &'q str, q: &'q ParkingQuery) -> Query<'q, Postgres, PgArguments> {
+    filter::bind(sqlx::query(sql), &q.filter)
+        .bind(q.archived)
+        .bind(q.words())
 }
 
 /// A summary from a row selected with the columns of [`ParkedSummary`]. A status other than
@@ -64,46 +83,23 @@ impl ParkingArchive for PgParking {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<ParkedMessage>> {
-        let sql = format!(
-            "SELECT {cols} FROM {v} ORDER BY parked_at DESC, consumer, message_id LIMIT $11 OFFSET $12",
-            cols = row::COLUMNS,
-            v = self.view_and_where()
-        );
-        let rows = filter::bind(sqlx::query(&sql), &q.filter)
-            .bind(q.archived)
-            .bind(q.words())
+        let sql = format!("{} OFFSET $12", self.newest_first(row::COLUMNS));
+        let query = bind_query(&sql, q)
             .bind(limit_of(limit))
-            .bind(limit_of(offset))
-            .fetch_all(&self.pool)
-            .await
-            .pg()?;
-        rows.iter().map(row::from_row).collect()
+            .bind(limit_of(offset));
+        row::fetch_all(&self.pool, query).await
     }
 
     /// How many copies match `q`.
     async fn count_parked(&self, q: &ParkingQuery) -> Result<u64> {
         let sql = format!("SELECT count(*) FROM {}", self.view_and_where());
-        let n: i64 = filter::bind(sqlx::query(&sql), &q.filter)
-            .bind(q.archived)
-            .bind(q.words())
-            .fetch_one(&self.pool)
-            .await
-            .pg()?
-            .try_get(0)
-            .pg()?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        fetch_count(&self.pool, bind_query(&sql, q)).await
     }
 
     /// Summaries (no headers, no body) of the copies matching `q`, newest first.
     async fn parked_summaries(&self, q: &ParkingQuery, limit: usize) -> Result<Vec<ParkedSummary>> {
-        let sql = format!(
-            "SELECT {cols} FROM {v} ORDER BY parked_at DESC, consumer, message_id LIMIT $11",
-            cols = PARKED_SUMMARY_COLUMNS,
-            v = self.view_and_where()
-        );
-        let rows = filter::bind(sqlx::query(&sql), &q.filter)
-            .bind(q.archived)
-            .bind(q.words())
+        let sql = self.newest_first(PARKED_SUMMARY_COLUMNS);
+        let rows = bind_query(&sql, q)
             .bind(limit_of(limit))
             .fetch_all(&self.pool)
             .await
@@ -149,12 +145,7 @@ impl ParkingArchive for PgParking {
              WHERE a.purge_after <= $1",
             p = self.prefix
         );
-        let n: i64 = sqlx::query_scalar(&sql)
-            .bind(now)
-            .fetch_one(&self.pool)
-            .await
-            .pg()?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        fetch_count(&self.pool, sqlx::query(&sql).bind(now)).await
     }
 
     /// Delete archived copies whose retention ended before `now`, and their archive entries.

@@ -8,11 +8,12 @@ mod redrive;
 pub(crate) mod row;
 
 use crate::error::SqlxResultExt;
+use crate::fetch_count;
 use crate::schema::TablePrefix;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use postroom_core::{MessageId, ParkedMessage, ParkingFilter, ParkingStore, RedriveRun, Result};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 /// The parking store.
 #[derive(Clone, Debug)]
@@ -47,12 +48,11 @@ impl ParkingStore for PgParking {
             p = self.prefix,
             w = filter::WHERE
         );
-        let rows = filter::bind(sqlx::query(&sql), f)
-            .bind(limit_of(limit))
-            .fetch_all(&self.pool)
-            .await
-            .pg()?;
-        rows.iter().map(row::from_row).collect()
+        row::fetch_all(
+            &self.pool,
+            filter::bind(sqlx::query(&sql), f).bind(limit_of(limit)),
+        )
+        .await
     }
 
     async fn count(&self, f: &ParkingFilter) -> Result<u64> {
@@ -61,12 +61,7 @@ impl ParkingStore for PgParking {
             p = self.prefix,
             w = filter::WHERE
         );
-        let row = filter::bind(sqlx::query(&sql), f)
-            .fetch_one(&self.pool)
-            .await
-            .pg()?;
-        let n: i64 = row.try_get(0).pg()?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        fetch_count(&self.pool, filter::bind(sqlx::query(&sql), f)).await
     }
 
     async fn get(&self, id: MessageId) -> Result<Vec<ParkedMessage>> {
@@ -75,12 +70,7 @@ impl ParkingStore for PgParking {
             cols = row::COLUMNS,
             p = self.prefix
         );
-        let rows = sqlx::query(&sql)
-            .bind(id.as_uuid())
-            .fetch_all(&self.pool)
-            .await
-            .pg()?;
-        rows.iter().map(row::from_row).collect()
+        row::fetch_all(&self.pool, sqlx::query(&sql).bind(id.as_uuid())).await
     }
 
     async fn create_redrive_run(

@@ -113,13 +113,7 @@ pub(super) async fn pending(
          JOIN {p}parked m ON m.consumer = i.consumer AND m.message_id = i.message_id
          WHERE i.run_id = $1 AND i.done_at IS NULL ORDER BY i.position LIMIT $2"
     );
-    let rows = sqlx::query(&sql)
-        .bind(run_id)
-        .bind(limit_of(limit))
-        .fetch_all(pool)
-        .await
-        .pg()?;
-    rows.iter().map(row::from_row).collect()
+    row::fetch_all(pool, sqlx::query(&sql).bind(run_id).bind(limit_of(limit))).await
 }
 
 /// Close the run's item for `m` with `outcome` and count it done, in `tx`. `false` when the

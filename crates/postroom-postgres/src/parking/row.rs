@@ -5,14 +5,24 @@ use crate::schema::TablePrefix;
 use postroom_core::{
     Error, ErrorClass, ErrorKind, Headers, MessageId, ParkedMessage, ParkedStatus, Result,
 };
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
 use sqlx::types::Json;
-use sqlx::{PgConnection, Row};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 
 /// The columns of `{prefix}parked`, in the order [`from_row`] reads and [`insert`] binds.
 pub(crate) const COLUMNS: &str = "consumer, message_id, consumer_version, message_type, schema_version, attempts, \
     first_failure_at, parked_at, error_class, error_code, error_message, correlation_id, traceparent, routing_key, \
     producer, headers, body, status, redrive_count";
+
+/// The parked messages that `q` (a statement selecting [`COLUMNS`]) reads from `pool`.
+pub(crate) async fn fetch_all(
+    pool: &PgPool,
+    q: Query<'_, Postgres, PgArguments>,
+) -> Result<Vec<ParkedMessage>> {
+    let rows = q.fetch_all(pool).await.pg()?;
+    rows.iter().map(from_row).collect()
+}
 
 fn to_i32(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)

@@ -119,17 +119,14 @@ impl PgQueue {
                 Some(consumer.as_str()),
             ),
         };
-        let n: i64 = sqlx::query_scalar(&sql)
+        let q = sqlx::query(&sql)
             .bind(m.id.as_uuid())
             .bind(routing_key)
             .bind(Json(&m.headers))
             .bind(&m.body)
             .bind(i32::try_from(m.attempt()).unwrap_or(i32::MAX))
-            .bind(consumer)
-            .fetch_one(&self.pool)
-            .await
-            .pg()?;
-        Ok(u64::try_from(n).unwrap_or(0))
+            .bind(consumer);
+        crate::fetch_count(&self.pool, q).await
     }
 }
 
@@ -166,23 +163,20 @@ impl Transport for PgQueue {
     }
 
     async fn subscribe(&self, subscription: &Subscription) -> Result<BoxSubscriber> {
-        subscription.validate()?;
-        let queue = PgQueue::new(
-            self.pool.clone(),
-            self.prefix.clone(),
-            self.config.clone().prefetch(subscription.prefetch),
-        )?;
-        Ok(BoxSubscriber::new(
-            queue
-                .subscribe(&subscription.consumer, &subscription.route_refs())
-                .await?,
-        ))
+        postroom_core::transport::table_queue::subscribe(
+            &self.config,
+            subscription,
+            async |config, consumer, routes| {
+                PgQueue::new(self.pool.clone(), self.prefix.clone(), config)?
+                    .subscribe(consumer, routes)
+                    .await
+            },
+        )
+        .await
     }
 
     async fn dead_letters(&self, _consumer: &str) -> Result<Option<BoxSubscriber>> {
-        // Parking writes straight into the parking table, in the transaction that removes
-        // the queue row.
-        Ok(None)
+        postroom_core::transport::table_queue::dead_letters()
     }
 
     async fn backlog(&self, consumer: &str) -> Result<Backlog> {

@@ -2,9 +2,10 @@
 
 use super::{PgDelivery, QueueConfig};
 use crate::error::SqlxResultExt;
+use crate::lease;
 use crate::schema::TablePrefix;
 use async_trait::async_trait;
-use postroom_core::{Headers, MessageId, ReceivedMessage, Result, Subscriber};
+use postroom_core::{Headers, Result, Subscriber};
 use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use std::collections::VecDeque;
@@ -63,27 +64,22 @@ impl PgSubscriber {
              RETURNING q.id, q.message_id, q.routing_key, q.headers, q.body, q.lease_token, q.delivery_count, q.visible_at",
             p = self.prefix
         );
-        let rows = sqlx::query(&sql)
-            .bind(&self.consumer)
-            .bind(i64::try_from(self.config.prefetch).unwrap_or(i64::MAX))
-            .bind(&self.owner)
-            .bind(self.config.lease.as_secs_f64())
-            .fetch_all(&self.pool)
-            .await
-            .pg()?;
+        let rows = lease::claim_rows(
+            &self.pool,
+            &sql,
+            &self.consumer,
+            i64::try_from(self.config.prefetch).unwrap_or(i64::MAX),
+            &self.owner,
+            self.config.lease,
+        )
+        .await?;
         let mut claimed = Vec::with_capacity(rows.len());
         for r in rows {
             let headers: Json<Headers> = r.try_get("headers").pg()?;
             let count: i32 = r.try_get("delivery_count").pg()?;
-            let id: uuid::Uuid = r.try_get("message_id").pg()?;
-            let message = ReceivedMessage::new(
-                Some(MessageId::from(id)),
-                r.try_get::<String, _>("routing_key").pg()?,
-                headers.0,
-                r.try_get("body").pg()?,
-            )
-            .redelivered(count > 1)
-            .deliveries(u32::try_from(count).unwrap_or(0));
+            let message = lease::received(&r, headers.0)?
+                .redelivered(count > 1)
+                .deliveries(u32::try_from(count).unwrap_or(0));
             let visible_at: chrono::DateTime<chrono::Utc> = r.try_get("visible_at").pg()?;
             let row_id: i64 = r.try_get("id").pg()?;
             let token: uuid::Uuid = r.try_get("lease_token").pg()?;

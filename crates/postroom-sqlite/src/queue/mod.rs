@@ -179,22 +179,22 @@ impl Transport for SqliteQueue {
     }
 
     async fn subscribe(&self, subscription: &Subscription) -> Result<BoxSubscriber> {
-        subscription.validate()?;
-        let queue = SqliteQueue {
-            store: self.store.clone(),
-            config: self.config.clone().prefetch(subscription.prefetch),
-        };
-        Ok(BoxSubscriber::new(
-            queue
-                .subscribe(&subscription.consumer, &subscription.route_refs())
-                .await?,
-        ))
+        postroom_core::transport::table_queue::subscribe(
+            &self.config,
+            subscription,
+            async |config, consumer, routes| {
+                let queue = SqliteQueue {
+                    store: self.store.clone(),
+                    config,
+                };
+                queue.subscribe(consumer, routes).await
+            },
+        )
+        .await
     }
 
     async fn dead_letters(&self, _consumer: &str) -> Result<Option<BoxSubscriber>> {
-        // Parking writes straight into the parking table, in the transaction that removes
-        // the queue row.
-        Ok(None)
+        postroom_core::transport::table_queue::dead_letters()
     }
 
     async fn backlog(&self, consumer: &str) -> Result<Backlog> {
