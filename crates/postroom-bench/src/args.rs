@@ -251,6 +251,25 @@ pub fn parse_payload_bytes(s: &str) -> Result<usize, String> {
     postroom_ops::limits::parse_count(s, 64, 16 << 20)
 }
 
+/// Write the getters of the sizes that a run may give and that otherwise default to one value,
+/// or to a smaller one with `--quick`. An entry `name: Type = full, quick small;` is a
+/// `pub fn name(&self) -> Type`: the option `name` when given, else `full`, or `small` on a
+/// quick run; `name from field: …` reads the option `field` instead. An entry's doc comment
+/// goes on its getter.
+macro_rules! sized_by_quick {
+    ($($(#[$doc:meta])* $name:ident $(from $field:ident)?: $t:ty = $full:expr, quick $quick:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[must_use]
+            pub fn $name(&self) -> $t {
+                self.pick(sized_by_quick!(@given self $name $($field)?).clone(), $full, $quick)
+            }
+        )*
+    };
+    (@given $s:ident $name:ident) => { $s.$name };
+    (@given $s:ident $name:ident $field:ident) => { $s.$field };
+}
+
 impl BenchArgs {
     /// The scenarios to run, in run order.
     #[must_use]
@@ -268,59 +287,26 @@ impl BenchArgs {
         given.unwrap_or(if self.quick { quick } else { full })
     }
 
-    /// Messages per throughput run.
-    #[must_use]
-    pub fn messages(&self) -> usize {
-        self.pick(self.messages, 20_000, 300)
-    }
-
-    /// Messages per round of the SQS scenario: `--messages` when given, else
-    /// [`SQS_MESSAGES`] (quick 300).
-    #[must_use]
-    pub fn sqs_messages(&self) -> usize {
-        self.pick(self.messages, SQS_MESSAGES, 300)
-    }
-
-    /// Seconds of the latency run.
-    #[must_use]
-    pub fn latency_secs(&self) -> f64 {
-        self.pick(self.latency_secs, 20.0, 2.0)
-    }
-
-    /// Retries to schedule.
-    #[must_use]
-    pub fn retries(&self) -> usize {
-        self.pick(self.retries, 100_000, 300)
-    }
-
-    /// The retry ladder text.
-    #[must_use]
-    pub fn retry_ladder(&self) -> String {
-        self.pick(self.retry_ladder.clone(), "1s,2s,4s".into(), "1s,2s".into())
-    }
-
-    /// Seconds of database outage.
-    #[must_use]
-    pub fn outage_secs(&self) -> f64 {
-        self.pick(self.outage_secs, 60.0, 4.0)
-    }
-
-    /// Messages waiting during the outage.
-    #[must_use]
-    pub fn outage_messages(&self) -> usize {
-        self.pick(self.outage_messages, 5_000, 200)
-    }
-
-    /// Backlog of the memory scenario.
-    #[must_use]
-    pub fn backlog(&self) -> usize {
-        self.pick(self.backlog, 1_000_000, 5_000)
-    }
-
-    /// Seconds each memory run lasts at most.
-    #[must_use]
-    pub fn memory_secs(&self) -> f64 {
-        self.pick(self.memory_secs, 60.0, 3.0)
+    sized_by_quick! {
+        /// Messages per throughput run.
+        messages: usize = 20_000, quick 300;
+        /// Messages per round of the SQS scenario: `--messages` when given, else
+        /// [`SQS_MESSAGES`] (quick 300).
+        sqs_messages from messages: usize = SQS_MESSAGES, quick 300;
+        /// Seconds of the latency run.
+        latency_secs: f64 = 20.0, quick 2.0;
+        /// Retries to schedule.
+        retries: usize = 100_000, quick 300;
+        /// The retry ladder text.
+        retry_ladder: String = "1s,2s,4s".into(), quick "1s,2s".into();
+        /// Seconds of database outage.
+        outage_secs: f64 = 60.0, quick 4.0;
+        /// Messages waiting during the outage.
+        outage_messages: usize = 5_000, quick 200;
+        /// Backlog of the memory scenario.
+        backlog: usize = 1_000_000, quick 5_000;
+        /// Seconds each memory run lasts at most.
+        memory_secs: f64 = 60.0, quick 3.0;
     }
 
     /// Rounds of each throughput pair.

@@ -19,6 +19,33 @@ use std::path::PathBuf;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// Define the `--listen` flags of the long-running commands that serve `/metrics`, `/healthz`
+/// and `/readyz` beside their work: for each entry `Name: "ENV", "ADDR";`, a struct `Name` to
+/// flatten into the command's arguments, whose flag is read from the environment variable
+/// `ENV`, else is `ADDR`. An entry's doc comment goes on its struct.
+macro_rules! status_listen {
+    ($($(#[$doc:meta])* $name:ident: $env:literal, $default:literal;)+) => {
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Args)]
+            pub struct $name {
+                /// Address of /metrics, /healthz and /readyz (port 0: a free one, printed).
+                #[arg(long, env = $env, default_value = $default, value_name = "ADDR")]
+                pub listen: SocketAddr,
+            }
+        )+
+    };
+}
+
+status_listen! {
+    /// Where `postroom relay` serves its status.
+    RelayListen: "POSTROOM_RELAY_LISTEN", "127.0.0.1:9464";
+    /// Where `postroom ingest` serves its status.
+    IngestListen: "POSTROOM_INGEST_LISTEN", "127.0.0.1:9465";
+    /// Where `postroom feed` serves its status.
+    FeedListen: "POSTROOM_FEED_LISTEN", "127.0.0.1:9466";
+}
+
 /// The database and, optionally, the broker a long-running command works on.
 #[derive(Debug, Args)]
 pub struct PipelineArgs {

@@ -4,11 +4,10 @@
 //! (the move from one broker to another): the table keeps one row per message id.
 
 use crate::config::ConfigFile;
-use crate::daemon::PipelineArgs;
+use crate::daemon::{FeedListen, PipelineArgs};
 use clap::Args;
 use postroom_ops::OpsResult;
 use postroom_ops::args::PasswordArgs;
-use std::net::SocketAddr;
 
 /// `postroom feed`.
 #[derive(Debug, Args)]
@@ -26,14 +25,9 @@ pub struct FeedArgs {
     /// Deliveries held unsettled at once.
     #[arg(long, default_value_t = 16, value_parser = postroom_ops::limits::parse_limit)]
     pub prefetch: usize,
-    /// Address of /metrics, /healthz and /readyz (port 0: a free one, printed).
-    #[arg(
-        long,
-        env = "POSTROOM_FEED_LISTEN",
-        default_value = "127.0.0.1:9466",
-        value_name = "ADDR"
-    )]
-    pub listen: SocketAddr,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub status: FeedListen,
 }
 
 /// Feed until SIGTERM or SIGINT; prints what this feed stored and absorbed.
@@ -44,7 +38,7 @@ pub async fn run(a: FeedArgs, config: &ConfigFile, passwords: &PasswordArgs) -> 
     let d = a.pipeline.start(config, passwords, false).await?;
     // Refuse a store without an inbox queue before listening.
     d.pipeline.store.inbox_feed(&a.consumer, a.ordered)?;
-    let status = d.serve_status(a.listen, "postroom feed").await?;
+    let status = d.serve_status(a.status.listen, "postroom feed").await?;
     eprintln!(
         "postroom feed: {} -> {} inbox queue of {}",
         d.pipeline.transport.name(),

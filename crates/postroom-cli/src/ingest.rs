@@ -3,11 +3,10 @@
 //! with `/metrics`, `/healthz` and `/readyz`, until SIGTERM.
 
 use crate::config::ConfigFile;
-use crate::daemon::PipelineArgs;
+use crate::daemon::{IngestListen, PipelineArgs};
 use clap::Args;
 use postroom_ops::OpsResult;
 use postroom_ops::args::PasswordArgs;
-use std::net::SocketAddr;
 
 /// `postroom ingest`.
 #[derive(Debug, Args)]
@@ -15,14 +14,9 @@ pub struct IngestDaemonArgs {
     #[allow(missing_docs)]
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// Address of /metrics, /healthz and /readyz (port 0: a free one, printed).
-    #[arg(
-        long,
-        env = "POSTROOM_INGEST_LISTEN",
-        default_value = "127.0.0.1:9465",
-        value_name = "ADDR"
-    )]
-    pub listen: SocketAddr,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub status: IngestListen,
 }
 
 /// Ingest until SIGTERM or SIGINT.
@@ -32,7 +26,7 @@ pub async fn run(a: IngestDaemonArgs, config: &ConfigFile, passwords: &PasswordA
          consumers park straight into the database and there is nothing to move)",
     )?;
     let d = a.pipeline.start(config, passwords, true).await?;
-    let status = d.serve_status(a.listen, "postroom ingest").await?;
+    let status = d.serve_status(a.status.listen, "postroom ingest").await?;
     eprintln!(
         "postroom ingest: {} -> {} for {}",
         d.pipeline.transport.name(),

@@ -2,14 +2,13 @@
 //! `/metrics`, `/healthz` and `/readyz`; SIGTERM drains the batch in hand.
 
 use crate::config::ConfigFile;
-use crate::daemon::{self, Daemon, PipelineArgs};
+use crate::daemon::{self, Daemon, PipelineArgs, RelayListen};
 use clap::Args;
 use postroom_core::RelayConfig;
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::limits::parse_limit;
 use postroom_ops::time::parse_span;
 use postroom_ops::{OpsError, OpsResult, TopologyFile, TransportSpec, UrlText};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -19,14 +18,9 @@ pub struct RelayArgs {
     #[allow(missing_docs)]
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// Address of /metrics, /healthz and /readyz (port 0: a free one, printed).
-    #[arg(
-        long,
-        env = "POSTROOM_RELAY_LISTEN",
-        default_value = "127.0.0.1:9464",
-        value_name = "ADDR"
-    )]
-    pub listen: SocketAddr,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub status: RelayListen,
     /// This relay's name on the rows it claims (default: relay-PID-RANDOM). Several relays
     /// may run at once; each needs its own name.
     #[arg(long)]
@@ -119,7 +113,7 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
             also.push(d.registry.open_transport(&endpoint, &spec).await?);
         }
     }
-    let status = d.serve_status(a.listen, "postroom relay").await?;
+    let status = d.serve_status(a.status.listen, "postroom relay").await?;
     let targets: Vec<&str> = std::iter::once(&d.pipeline.transport)
         .chain(&also)
         .map(|t| t.name())
@@ -158,7 +152,7 @@ async fn follow_brokers_file(
     // A file that cannot be used is refused before anything starts.
     postroom_ops::relay::read_brokers_file(file)?;
     let reload = daemon::on_hangup()?;
-    let status = d.serve_status(a.listen, "postroom relay").await?;
+    let status = d.serve_status(a.status.listen, "postroom relay").await?;
     let (id, store) = (relay_config.relay_id.clone(), d.store());
     let on_targets: postroom_ops::relay::OnTargets = Arc::new(move |names: &[String]| {
         eprintln!("postroom relay {id}: {store} -> {}", names.join(" + "));

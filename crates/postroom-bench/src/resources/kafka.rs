@@ -7,7 +7,7 @@ use super::rabbit::CONSUMER;
 use crate::error::{BenchError, Context};
 use crate::payload::ROUTING_KEY;
 use postroom_core::message::headers as h;
-use postroom_core::{OutgoingMessage, Subscription, Transport};
+use postroom_core::{OutgoingMessage, Transport};
 use postroom_kafka::headers::to_record;
 use postroom_kafka::naming::topic_of;
 use postroom_kafka::topology::{Consumers, Topology, admin, delete_topics};
@@ -26,11 +26,7 @@ pub struct Workload {
     pub transport: KafkaTransport,
 }
 
-impl std::fmt::Debug for Workload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        super::debug_by_prefix(f, "Workload", &self.prefix)
-    }
-}
+super::debug_by_prefix!(Workload);
 
 impl Workload {
     /// Create the topics of `scenario`: the bench route's topic and the consumer's, one
@@ -71,12 +67,6 @@ impl Workload {
     #[must_use]
     pub fn topic(&self) -> String {
         topic_of(&self.prefix, ROUTING_KEY)
-    }
-
-    /// The consumer's subscription.
-    #[must_use]
-    pub fn subscription(&self, prefetch: u16) -> Subscription {
-        Subscription::new(CONSUMER, &[ROUTING_KEY]).prefetch(usize::from(prefetch))
     }
 
     /// A raw producer with the settings of postroom's (idempotent, `acks=all`, the same
@@ -142,7 +132,7 @@ impl Workload {
     /// The consumer's topics exist for this subscription.
     pub async fn bind(&self, prefetch: u16) -> Result<(), BenchError> {
         self.transport
-            .bind(&self.subscription(prefetch))
+            .bind(&super::bench_subscription(ROUTING_KEY, prefetch))
             .await
             .ctx("binding the bench consumer")
     }

@@ -8,7 +8,7 @@ pub mod rabbit;
 pub mod sqs;
 
 use crate::{BenchError, Ctx};
-use postroom_core::{Transport, async_trait};
+use postroom_core::{Subscription, Transport, async_trait};
 
 /// One scenario's isolated names on a broker, with postroom's transport on them.
 #[async_trait]
@@ -86,20 +86,30 @@ impl Endpoints {
     }
 }
 
+/// The bench consumer's subscription: [`CONSUMER`](rabbit::CONSUMER) bound to `binding`,
+/// `prefetch` deliveries in flight.
+#[must_use]
+pub fn bench_subscription(binding: &str, prefetch: u16) -> Subscription {
+    Subscription::new(rabbit::CONSUMER, &[binding]).prefetch(usize::from(prefetch))
+}
+
 /// A short random suffix for names.
 #[must_use]
 pub fn rand_suffix() -> String {
     uuid::Uuid::now_v7().simple().to_string()[20..].to_string()
 }
 
-/// A workload's `Debug`: its type `name` and the random `prefix` of every name it made (its
-/// clients and links print nothing worth reading).
-pub(crate) fn debug_by_prefix(
-    f: &mut std::fmt::Formatter<'_>,
-    name: &str,
-    prefix: &str,
-) -> std::fmt::Result {
-    f.debug_struct(name)
-        .field("prefix", &prefix)
-        .finish_non_exhaustive()
+/// Implement `Debug` for a workload type with a `prefix` field: its type name and the random
+/// prefix of every name it made (its clients and links print nothing worth reading).
+macro_rules! debug_by_prefix {
+    ($workload:ident) => {
+        impl std::fmt::Debug for $workload {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($workload))
+                    .field("prefix", &self.prefix)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
 }
+pub(crate) use debug_by_prefix;

@@ -9,7 +9,7 @@ use crate::error::{BenchError, Context};
 use crate::payload::ROUTING_KEY;
 use async_nats::HeaderMap;
 use async_nats::jetstream::consumer::PullConsumer;
-use postroom_core::{BoxSubscriber, OutgoingMessage, Subscription, Transport};
+use postroom_core::{BoxSubscriber, OutgoingMessage, Transport};
 use postroom_nats::headers::{MESSAGE_ID, NATS_MSG_ID};
 use postroom_nats::naming::{lanes, topic_subject};
 use postroom_nats::topology::reset::delete_workload;
@@ -32,11 +32,7 @@ pub struct NatsWorkload {
     deleted: bool,
 }
 
-impl std::fmt::Debug for NatsWorkload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        super::debug_by_prefix(f, "NatsWorkload", &self.prefix)
-    }
-}
+super::debug_by_prefix!(NatsWorkload);
 
 impl NatsWorkload {
     /// Create the workload of `scenario`.
@@ -80,7 +76,7 @@ impl NatsWorkload {
     /// postroom's subscriber of the consumer.
     pub async fn subscriber(&self, prefetch: u16) -> Result<BoxSubscriber, BenchError> {
         self.transport
-            .subscribe(&Subscription::new(CONSUMER, &[ROUTING_KEY]).prefetch(usize::from(prefetch)))
+            .subscribe(&super::bench_subscription(ROUTING_KEY, prefetch))
             .await
             .ctx("NATS subscriber")
     }

@@ -39,11 +39,7 @@ pub struct Workload {
     deleted: bool,
 }
 
-impl std::fmt::Debug for Workload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        super::debug_by_prefix(f, "Workload", &self.prefix)
-    }
-}
+super::debug_by_prefix!(Workload);
 
 impl Workload {
     /// Declare a workload for `scenario` with retry `ladder` (e.g. `1s,2s`).

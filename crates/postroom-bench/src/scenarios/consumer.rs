@@ -11,11 +11,11 @@ use crate::Ctx;
 use crate::error::{BenchError, Context};
 use crate::payload;
 use crate::report::Measurement;
-use crate::resources::rabbit::{BINDING, CONSUMER, Workload};
+use crate::resources::rabbit::{BINDING, Workload};
 use futures::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
-use postroom_core::{OutgoingMessage, Subscription, async_trait};
+use postroom_core::{OutgoingMessage, async_trait};
 use sqlx::PgPool;
 
 /// Run the pair `--rounds` times, alternating which goes first.
@@ -48,9 +48,7 @@ impl RawConsumer for Workload {
         publish_to_queue(self, messages).await
     }
 
-    fn subscription(&self, prefetch: u16) -> Subscription {
-        Subscription::new(CONSUMER, &[BINDING]).prefetch(usize::from(prefetch))
-    }
+    const BINDING: &'static str = BINDING;
 
     /// A raw lapin consumer of the work queue; each delivery acked after its commit.
     async fn raw_round(&self, pool: &PgPool, load: &ConsumerLoad) -> Result<f64, BenchError> {

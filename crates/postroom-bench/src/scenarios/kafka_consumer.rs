@@ -12,9 +12,10 @@ use super::broker::raw_inbox::apply_body;
 use super::handler::{Progress, timed_from_first};
 use crate::Ctx;
 use crate::error::BenchError;
+use crate::payload::ROUTING_KEY;
 use crate::report::Measurement;
 use crate::resources::kafka::Workload;
-use postroom_core::{OutgoingMessage, Subscription, async_trait};
+use postroom_core::{OutgoingMessage, async_trait};
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer as _, StreamConsumer};
 use sqlx::PgPool;
@@ -40,9 +41,7 @@ impl RawConsumer for Workload {
         self.raw_publish(&producer, messages, 1000).await
     }
 
-    fn subscription(&self, prefetch: u16) -> Subscription {
-        Workload::subscription(self, prefetch)
-    }
+    const BINDING: &'static str = ROUTING_KEY;
 
     /// A raw consumer in a group of its own: poll up to `concurrency` records, run their
     /// transactions at once, commit the offset after the last; timed from the first handled.

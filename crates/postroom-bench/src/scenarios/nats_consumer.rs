@@ -12,10 +12,9 @@ use crate::error::BenchError;
 use crate::payload::ROUTING_KEY;
 use crate::report::Measurement;
 use crate::resources::nats::NatsWorkload;
-use crate::resources::rabbit::CONSUMER;
 use async_nats::jetstream::Message;
 use futures::StreamExt;
-use postroom_core::{OutgoingMessage, Subscription, async_trait};
+use postroom_core::{OutgoingMessage, async_trait};
 use sqlx::PgPool;
 
 /// Run the pair `--rounds` times, alternating which goes first.
@@ -37,9 +36,7 @@ impl RawConsumer for NatsWorkload {
         self.raw_publish(messages, 500).await
     }
 
-    fn subscription(&self, prefetch: u16) -> Subscription {
-        Subscription::new(CONSUMER, &[ROUTING_KEY]).prefetch(usize::from(prefetch))
-    }
+    const BINDING: &'static str = ROUTING_KEY;
 
     /// A raw pull of the consumer's durable, `prefetch` a batch; each message double-acked
     /// after its commit.

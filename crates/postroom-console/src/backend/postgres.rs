@@ -3,7 +3,7 @@
 
 use super::store::{ConsoleStore, StoreBackend};
 use chrono::{DateTime, Utc};
-use postroom_core::{InboxLookup, OutboxStore, Result, Transport, async_trait};
+use postroom_core::{OutboxStore, Result, Transport, async_trait};
 use postroom_postgres::{PgParking, PgStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,10 +26,6 @@ impl ConsoleStore for PgStore {
 
     fn parking(&self) -> PgParking {
         PgStore::parking(self)
-    }
-
-    fn inbox(&self) -> Arc<dyn InboxLookup> {
-        Arc::new(self.clone())
     }
 
     async fn consumer_names(&self) -> Result<Vec<String>> {

@@ -3,7 +3,7 @@
 
 use super::store::{ConsoleStore, StoreBackend};
 use chrono::{DateTime, Utc};
-use postroom_core::{InboxLookup, OutboxStore, Result, async_trait};
+use postroom_core::{OutboxStore, Result, async_trait};
 use postroom_sqlite::SqliteStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,10 +27,6 @@ impl ConsoleStore for SqliteStore {
 
     fn parking(&self) -> SqliteStore {
         self.clone()
-    }
-
-    fn inbox(&self) -> Arc<dyn InboxLookup> {
-        Arc::new(self.clone())
     }
 
     async fn consumer_names(&self) -> Result<Vec<String>> {

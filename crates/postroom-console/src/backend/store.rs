@@ -10,9 +10,10 @@ use postroom_core::{
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What the console reads of a store beyond its parking lot.
+/// What the console reads of a store beyond its parking lot. The store also answers
+/// whether a consumer applied a message already (its inbox).
 #[async_trait]
-pub trait ConsoleStore: Clone + Send + Sync + 'static {
+pub trait ConsoleStore: InboxLookup + Clone + Send + Sync + 'static {
     /// The store's parking lot.
     type Parking: ParkingStore + ParkingArchive + AuditLog + Clone + 'static;
 
@@ -22,8 +23,10 @@ pub trait ConsoleStore: Clone + Send + Sync + 'static {
     /// The parking lot.
     fn parking(&self) -> Self::Parking;
 
-    /// The consumers' inboxes in this store.
-    fn inbox(&self) -> Arc<dyn InboxLookup>;
+    /// The consumers' inboxes in this store: the store itself.
+    fn inbox(&self) -> Arc<dyn InboxLookup> {
+        Arc::new(self.clone())
+    }
 
     /// Consumers bound to the table queue or owning parked messages, by name.
     async fn consumer_names(&self) -> Result<Vec<String>>;

@@ -121,16 +121,21 @@ pub(crate) async fn show(
     Ok(Html(html::page(&format!("Message {id}"), &s, &body)).into_response())
 }
 
-async fn copy_of(
+/// The copy an edit works on, once the session is found allowed to edit and redrive: the
+/// message `id` (as the path gives it) parked by `consumer`, or by any consumer without one.
+async fn copy_to_edit(
     state: &State,
-    id: MessageId,
+    s: &Session,
+    id: &str,
     consumer: Option<&str>,
-) -> postroom_core::Result<ParkedMessage> {
-    let copies = state.parking.store().get(id).await?;
+) -> Result<ParkedMessage, Response> {
+    require(s, Permission::EditRedrive)?;
+    let id = parse_id(s, id)?;
+    let copies = state.parking.store().get(id).await.or_failure(s)?;
     copies
         .into_iter()
         .find(|m| consumer.is_none_or(|c| c == m.consumer))
-        .ok_or_else(|| not_found(format!("no parked message {id}")))
+        .ok_or_else(|| failure(s, &not_found(format!("no parked message {id}"))))
 }
 
 fn edit_page(s: &Session, m: &ParkedMessage, text: &str, error: Option<&str>) -> String {
@@ -159,11 +164,7 @@ pub(crate) async fn edit_form(
     Path(id): Path<String>,
     p: Params,
 ) -> Page {
-    require(&s, Permission::EditRedrive)?;
-    let id = parse_id(&s, &id)?;
-    let m = copy_of(&state, id, p.get("consumer"))
-        .await
-        .or_failure(&s)?;
+    let m = copy_to_edit(&state, &s, &id, p.get("consumer")).await?;
     Ok(Html(edit_page(&s, &m, &body_text(&m), None)).into_response())
 }
 
@@ -173,12 +174,8 @@ pub(crate) async fn edit_submit(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Page {
-    require(&s, Permission::EditRedrive)?;
-    let id = parse_id(&s, &id)?;
     let p = Params::parse(&body);
-    let m = copy_of(&state, id, p.get("consumer"))
-        .await
-        .or_failure(&s)?;
+    let m = copy_to_edit(&state, &s, &id, p.get("consumer")).await?;
     let text =
         p.0.iter()
             .find(|(k, _)| k == "body")

@@ -2,7 +2,7 @@
 //! archive and purge actions.
 
 use super::selection::{GROUP_SCAN, find_group, query_of, query_string, selection_of};
-use super::{OrFailure, Page, Params, State, failure, not_found, require};
+use super::{OrFailure, Page, Params, State, failure, require};
 use crate::auth::{Permission, Session};
 use crate::groups::group as group_rows;
 use crate::html::{self, esc, time, url};
@@ -187,12 +187,7 @@ pub(crate) async fn group(
     Extension(s): Extension<Session>,
     Path(key): Path<String>,
 ) -> Page {
-    let g = find_group(&*state.parking, &key)
-        .await
-        .and_then(|g| {
-            g.ok_or_else(|| not_found(format!("failure group {key} has no parked messages")))
-        })
-        .or_failure(&s)?;
+    let g = find_group(&*state.parking, &key).await.or_failure(&s)?;
     let q = ParkingQuery {
         filter: postroom_core::ParkingFilter {
             consumer: Some(g.consumer.clone()),

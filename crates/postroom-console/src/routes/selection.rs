@@ -72,16 +72,16 @@ pub(crate) fn parse_item(v: &str) -> Result<(String, MessageId)> {
     Ok((consumer.to_string(), id))
 }
 
-/// The live failure group `key`, if it has members.
-pub(crate) async fn find_group(
-    parking: &dyn ParkingConsole,
-    key: &str,
-) -> Result<Option<FailureGroup>> {
+/// The live failure group `key`; a not-found error when it has no members.
+pub(crate) async fn find_group(parking: &dyn ParkingConsole, key: &str) -> Result<FailureGroup> {
     let rows = parking
         .lot()
         .parked_summaries(&ParkingQuery::default(), GROUP_SCAN)
         .await?;
-    Ok(group(&rows).into_iter().find(|g| g.key == key))
+    group(&rows)
+        .into_iter()
+        .find(|g| g.key == key)
+        .ok_or_else(|| not_found(format!("failure group {key} has no parked messages")))
 }
 
 /// What a redrive form selects: a group (`group`), checked messages (`sel`), or none.
@@ -94,9 +94,7 @@ pub(crate) struct Selection {
 /// The selection of a redrive or archive form.
 pub(crate) async fn selection_of(parking: &dyn ParkingConsole, p: &Params) -> Result<Selection> {
     if let Some(key) = p.get("group") {
-        let g = find_group(parking, key)
-            .await?
-            .ok_or_else(|| not_found(format!("failure group {key} has no parked messages")))?;
+        let g = find_group(parking, key).await?;
         return Ok(Selection {
             filter: ParkingFilter {
                 message_type: g.message_type.clone(),

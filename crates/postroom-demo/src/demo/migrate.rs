@@ -99,18 +99,16 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     create_orders(&stack, first).await?;
     let poison_ids = produce_poison(&stack).await?;
     let mut relay = RelayTask::start(&stack, "demo-relay-1", old.publisher());
-    let (old_feed_stop, old_feed_rx) = watch::channel(false);
-    let old_orders = spawn_orders_consumer(&stack, old.as_ref(), &ladder, &old_feed_rx).await?;
     let old_feed = Feed::start(
+        &stack,
         &args,
-        ChildEnv {
-            database: database.clone(),
-            broker: Some(from.clone()),
-        },
+        &ladder,
+        old.as_ref(),
+        &from,
         Some(CRASH_ORDER),
         kills.clone(),
-        old_feed_rx.clone(),
-    );
+    )
+    .await?;
     let injected = inject_duplicates(&stack).await?;
     // The plain demo's kill and duplicates are over before the move starts: what the inbox
     // absorbs from here on is the overlap's.
@@ -137,18 +135,16 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     let absorbed_before = stack.shop.facts(&[]).await?.duplicates_absorbed;
     let both = postroom_ops::relay::publisher_to(&old, std::slice::from_ref(&new))?;
     relay = RelayTask::start(&stack, "demo-relay-2", both);
-    let (new_feed_stop, new_feed_rx) = watch::channel(false);
-    let new_orders = spawn_orders_consumer(&stack, new.as_ref(), &ladder, &new_feed_rx).await?;
     let new_feed = Feed::start(
+        &stack,
         &args,
-        ChildEnv {
-            database: database.clone(),
-            broker: Some(to.clone()),
-        },
+        &ladder,
+        new.as_ref(),
+        &to,
         None,
         Arc::new(AtomicU64::new(0)),
-        new_feed_rx.clone(),
-    );
+    )
+    .await?;
     step(
         format!(
             "{} feed started beside the {} feed",
@@ -204,9 +200,7 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     })
     .await?;
     step(format!("{} feed stopped", migration.from), &mut migration);
-    let _ = old_feed_stop.send(true);
     old_feed.stop().await;
-    let _ = old_orders.await;
 
     // Step 4: publishing to the old broker stops.
     relay.stop().await;
@@ -227,9 +221,7 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     )
     .await;
 
-    let _ = new_feed_stop.send(true);
     new_feed.stop().await;
-    let _ = new_orders.await;
     relay.stop().await;
     let _ = stop.send(true);
     for t in background {
@@ -354,20 +346,30 @@ impl RelayTask {
     }
 }
 
-/// One feed's inventory consumer process, restarted by its supervisor after every kill.
+/// One broker's feed, stopped by one switch: the orders service's consumer of rejections in
+/// this process, and the inventory consumer process, restarted by its supervisor after every
+/// kill.
 struct Feed {
+    stop: watch::Sender<bool>,
+    orders: JoinHandle<()>,
     slot: Arc<Mutex<Option<Worker>>>,
     supervisor: JoinHandle<()>,
 }
 
 impl Feed {
-    fn start(
+    /// The feed on `transport`, which the consumer process reaches at `broker`; the process
+    /// is armed to crash on `crash_order` if given, and its kills are counted in `kills`.
+    async fn start(
+        stack: &Stack,
         args: &DemoArgs,
-        env: ChildEnv,
+        ladder: &postroom_core::RetryLadder,
+        transport: &dyn Transport,
+        broker: &Endpoint,
         crash_order: Option<&str>,
         kills: Arc<AtomicU64>,
-        stop: watch::Receiver<bool>,
-    ) -> Self {
+    ) -> OpsResult<Self> {
+        let (stop, rx) = watch::channel(false);
+        let orders = spawn_orders_consumer(stack, transport, ladder, &rx).await?;
         let mut argv: Vec<OsString> = vec![
             consumer::COMMAND.into(),
             "--ladder".into(),
@@ -378,9 +380,18 @@ impl Feed {
         if let Some(order) = crash_order {
             argv.extend(["--crash-order".into(), order.into()]);
         }
+        let env = ChildEnv {
+            database: stack.database.clone(),
+            broker: Some(broker.clone()),
+        };
         let slot = Arc::new(Mutex::new(None::<Worker>));
-        let supervisor = tokio::spawn(supervise(argv, env, slot.clone(), kills, stop));
-        Self { slot, supervisor }
+        let supervisor = tokio::spawn(supervise(argv, env, slot.clone(), kills, rx));
+        Ok(Self {
+            stop,
+            orders,
+            slot,
+            supervisor,
+        })
     }
 
     /// SIGKILL the running process (its supervisor starts it again); `false` when none was
@@ -397,12 +408,15 @@ impl Feed {
         true
     }
 
-    /// Once its stop switch turned: the supervisor ends, the process stops gracefully.
+    /// Turn its stop switch: the supervisor ends, the process stops gracefully, then the
+    /// orders consumer ends.
     async fn stop(self) {
+        let _ = self.stop.send(true);
         let _ = self.supervisor.await;
         if let Some(w) = self.slot.lock().await.take() {
             w.stop(Duration::from_secs(10)).await;
         }
+        let _ = self.orders.await;
     }
 }
 

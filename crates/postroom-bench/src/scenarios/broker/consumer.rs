@@ -9,6 +9,7 @@ use crate::Ctx;
 use crate::error::{BenchError, Context};
 use crate::payload;
 use crate::report::{Load, Measurement, Target};
+use crate::resources::bench_subscription;
 use crate::scenarios::alternate;
 use crate::scenarios::handler::{
     InboxHandler, Progress, consumer_config, timed_consumer, timed_from_first,
@@ -45,8 +46,13 @@ pub trait RawConsumer: BrokerWorkload {
     /// Put `messages` into the consumer's queue, before the clock starts.
     async fn fill(&self, messages: &[OutgoingMessage], prefetch: u16) -> Result<(), BenchError>;
 
-    /// postroom's subscription of the bench consumer.
-    fn subscription(&self, prefetch: u16) -> Subscription;
+    /// The route the bench consumer is bound to on this broker.
+    const BINDING: &'static str;
+
+    /// postroom's subscription of the bench consumer, bound to [`BINDING`](Self::BINDING).
+    fn subscription(&self, prefetch: u16) -> Subscription {
+        bench_subscription(Self::BINDING, prefetch)
+    }
 
     /// Time the raw loop until it handled and settled `load.n` messages, applying each with
     /// [`raw_inbox::apply`](super::raw_inbox::apply) on `pool`.

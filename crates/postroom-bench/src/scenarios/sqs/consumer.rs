@@ -8,13 +8,13 @@
 use crate::Ctx;
 use crate::error::{BenchError, Context};
 use crate::report::Measurement;
-use crate::resources::rabbit::{BINDING, CONSUMER};
+use crate::resources::rabbit::BINDING;
 use crate::resources::sqs::SqsWorkload;
 use crate::scenarios::broker::Figure;
 use crate::scenarios::broker::consumer::{Clock, ConsumerLoad, RawConsumer};
 use crate::scenarios::broker::raw_inbox::apply_body;
 use crate::scenarios::{rate, timeout};
-use postroom_core::{OutgoingMessage, Subscription, Transport, async_trait};
+use postroom_core::{OutgoingMessage, Transport, async_trait};
 use postroom_sqs::aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
 use postroom_sqs::error::sdk;
 use sqlx::PgPool;
@@ -46,9 +46,7 @@ impl RawConsumer for SqsWorkload {
         Ok(())
     }
 
-    fn subscription(&self, prefetch: u16) -> Subscription {
-        Subscription::new(CONSUMER, &[BINDING]).prefetch(usize::from(prefetch))
-    }
+    const BINDING: &'static str = BINDING;
 
     /// `concurrency` raw workers sharing one count.
     async fn raw_round(&self, pool: &PgPool, load: &ConsumerLoad) -> Result<f64, BenchError> {
