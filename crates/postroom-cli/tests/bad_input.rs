@@ -25,12 +25,19 @@ fn refused(dir: &std::path::Path, args: &[&str], needle: &str) {
     assert!(!err.contains("panicked"), "{args:?}: {err}");
 }
 
+/// With `config` as the `postroom.toml` of `dir`: exit 2 with `needle` in the message (and no
+/// panic).
+fn refused_by_config(dir: &std::path::Path, config: &str, args: &[&str], needle: &str) {
+    std::fs::write(dir.join("postroom.toml"), config).unwrap();
+    refused(dir, args, needle);
+}
+
 #[test]
 fn bad_config_file() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("postroom.toml"), "database = [1, 2\n").unwrap();
-    refused(
+    refused_by_config(
         dir.path(),
+        "database = [1, 2\n",
         &["parking", "list"],
         "bad config file postroom.toml",
     );
@@ -168,9 +175,9 @@ fn absurd_values_are_clear_errors() {
         refused(d, &args, needle);
     }
     // The config file's rate is checked the same way.
-    std::fs::write(d.join("postroom.toml"), "[parking]\nredrive_rate = 1e-30\n").unwrap();
-    refused(
+    refused_by_config(
         d,
+        "[parking]\nredrive_rate = 1e-30\n",
         &["parking", "redrive", "--database", "x.db"],
         "between 0.001",
     );
@@ -267,13 +274,9 @@ fn serve_refuses_bad_feeds() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("bad feed \"b=nowhere\""), "{err}");
     // And the config file's.
-    std::fs::write(
-        d.join("postroom.toml"),
-        "[console]\nfeeds = [\"nats=127.0.0.1:9466\", \"kafka:9467\"]\n",
-    )
-    .unwrap();
-    refused(
+    refused_by_config(
         d,
+        "[console]\nfeeds = [\"nats=127.0.0.1:9466\", \"kafka:9467\"]\n",
         &["serve"],
         "config file, [console] feeds: bad feed \"kafka:9467\"",
     );
@@ -297,69 +300,75 @@ fn a_database_that_refuses_connections_is_named_as_refusing() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// `topology plan --broker BROKER` in a directory of its own holding a one-consumer
+/// `topology.toml`, its environment changed by `env` (given that directory): its exit code and
+/// its stderr.
+fn plan_alone(
+    broker: &str,
+    env: impl FnOnce(&mut std::process::Command, &std::path::Path),
+) -> (Option<i32>, String) {
+    let dir = one_consumer_topology("topology.toml", "p");
+    let mut plan = common::postroom_cmd(dir.path(), &["topology", "plan", "--broker", broker]);
+    env(&mut plan, dir.path());
+    code_and_stderr(&mut plan)
+}
+
+/// Assert that a run (its exit code and stderr) exited with `code`, saying each of `says` and
+/// none of `never`.
+fn assert_exit(run: (Option<i32>, String), code: i32, says: &[&str], never: &[&str]) {
+    let (got, err) = run;
+    assert_eq!(got, Some(code), "{err}");
+    for needle in says {
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+    for needle in never {
+        assert!(!err.contains(needle), "{needle:?} in {err}");
+    }
+}
+
 #[test]
 fn sqs_without_a_region_says_so_without_the_cloud_metadata_noise() {
-    let dir = one_consumer_topology("topology.toml", "p");
-    let d = dir.path();
-    let (code, err) = code_and_stderr(
-        common::postroom_cmd(d, &["topology", "plan", "--broker", "sqs://127.0.0.1:1"])
-            .env_remove("AWS_REGION")
+    let run = plan_alone("sqs://127.0.0.1:1", |plan, home| {
+        plan.env_remove("AWS_REGION")
             .env_remove("AWS_DEFAULT_REGION")
             .env_remove("AWS_PROFILE")
             .env_remove("AWS_CONFIG_FILE")
             .env_remove("AWS_SHARED_CREDENTIALS_FILE")
-            .env("HOME", d),
-    );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("no AWS region configured"), "{err}");
+            .env("HOME", home);
+    });
     // Off a cloud host the instance-metadata lookup fails as expected: not worth a warning.
-    assert!(!err.contains("IMDS"), "{err}");
+    assert_exit(run, 2, &["no AWS region configured"], &["IMDS"]);
 }
 
 /// SQS with no AWS credentials anywhere says so in one line (exit 2), not with the SDK's
 /// debug dump of its provider chain, and without the chain's warnings.
 #[test]
 fn sqs_without_credentials_says_so_in_words() {
-    let dir = one_consumer_topology("topology.toml", "p");
-    let d = dir.path();
-    let (code, err) = code_and_stderr(
-        common::postroom_cmd(d, &["topology", "plan", "--broker", &common::sqs::url()])
-            .env_remove("AWS_ACCESS_KEY_ID")
+    let run = plan_alone(&common::sqs::url(), |plan, home| {
+        plan.env_remove("AWS_ACCESS_KEY_ID")
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .env_remove("AWS_SESSION_TOKEN")
             .env_remove("AWS_PROFILE")
             .env_remove("AWS_CONFIG_FILE")
             .env_remove("AWS_SHARED_CREDENTIALS_FILE")
             .env("AWS_REGION", "us-east-1")
-            .env("HOME", d),
+            .env("HOME", home);
+    });
+    assert_exit(
+        run,
+        2,
+        &["no AWS credentials", "AWS_ACCESS_KEY_ID"],
+        &["ProviderError(", "WARN"],
     );
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("no AWS credentials"), "{err}");
-    assert!(err.contains("AWS_ACCESS_KEY_ID"), "{err}");
-    assert!(!err.contains("ProviderError("), "{err}");
-    assert!(!err.contains("WARN"), "{err}");
 }
 
 /// An SQS endpoint nobody answers at is named as refusing, in words (exit 3).
 #[test]
 fn an_sqs_endpoint_nobody_answers_is_named_in_words() {
-    let dir = one_consumer_topology("topology.toml", "p");
-    let d = dir.path();
-    let (code, err) = code_and_stderr(
-        common::postroom_cmd(
-            d,
-            &[
-                "topology",
-                "plan",
-                "--broker",
-                "sqs://127.0.0.1:1?region=us-east-1",
-            ],
-        )
-        .envs(common::sqs::aws_env()),
-    );
-    assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("Connection refused"), "{err}");
-    assert!(!err.contains("ConnectorError {"), "{err}");
+    let run = plan_alone("sqs://127.0.0.1:1?region=us-east-1", |plan, _| {
+        plan.envs(common::sqs::aws_env());
+    });
+    assert_exit(run, 3, &["Connection refused"], &["ConnectorError {"]);
 }
 
 /// A relay on a Kafka broker nobody answers at names it at start-up (exit 3), within the

@@ -15,14 +15,14 @@ use common::nats::{connect, prefix, stream_messages, url as nats};
 use common::{TestDb, broker_demo, kafka, kafka_cleanup};
 use postroom_core::inbox_feed::FeedCounts;
 use postroom_core::{
-    ConsumerConfig, Envelope, EnvelopeDecoder, MessageId, OutboxRelay, OutboxStore,
-    OutgoingMessage, RelayConfig, Subscription, Transport,
+    Envelope, MessageId, OutboxRelay, OutboxStore, OutgoingMessage, RelayConfig, Subscription,
+    Transport,
 };
 use postroom_nats::topology::reset::delete_workload;
 use postroom_ops::{Endpoint, Registry, TransportSpec, Workload};
-use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
+use postroom_postgres::{InboxQueue, OrderedMode, PgStore, TablePrefix};
 use postroom_testkit::effect::VersionLog;
-use postroom_testkit::running::spawn_workers;
+use postroom_testkit::running::{inbox_queue_config, spawn_workers};
 use postroom_testkit::wait::eventually as wait_until;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +37,14 @@ const ROUTE: &str = "order.created";
 async fn cleanup(prefix: &str) {
     let _ = delete_workload(&connect().await, prefix).await;
     kafka_cleanup(prefix).await;
+}
+
+/// Close the transports of both brokers, then delete what `prefix` names on them.
+async fn close_and_clean_up(prefix: &str, transports: [Arc<dyn Transport>; 2]) {
+    for t in transports {
+        t.close().await;
+    }
+    cleanup(prefix).await;
 }
 
 /// Write `dir`'s topology file: the workload `p`, its ladder line `ladder` (or none), and
@@ -109,15 +117,8 @@ async fn store(db: &TestDb) -> PgStore {
 }
 
 fn inbox_queue(store: &PgStore, ordered: bool) -> InboxQueue {
-    let mut cc = ConsumerConfig::new(
-        CONSUMER,
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cc.handler_timeout = Duration::from_secs(5);
-    let mut cfg = InboxQueueConfig::new(cc);
+    let mut cfg = inbox_queue_config(CONSUMER);
     cfg.workers = 2;
-    cfg.lease = Duration::from_secs(10);
-    cfg.poll_interval = Duration::from_millis(20);
     if ordered {
         cfg.ordered = Some(OrderedMode {
             gap_wait: Duration::from_secs(120),
@@ -297,9 +298,7 @@ async fn a_row_is_marked_only_when_both_brokers_confirmed_and_the_early_copy_is_
     assert!(n.duplicates >= 3, "the NATS copies absorbed: {n:?}");
     assert_eq!(inbox_rows(&store).await, 3);
     assert_stored_once(&store, &ids).await;
-    nats_t.close().await;
-    kafka_t.close().await;
-    cleanup(&p).await;
+    close_and_clean_up(&p, [nats_t, kafka_t]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -383,9 +382,7 @@ async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_t
     assert_eq!(inbox_rows(&store).await, 5);
     stop_workers.send_replace(true);
     workers.await.unwrap();
-    nats_t.close().await;
-    kafka_t.close().await;
-    cleanup(&p).await;
+    close_and_clean_up(&p, [nats_t, kafka_t]).await;
 }
 
 /// The README's runbook block.

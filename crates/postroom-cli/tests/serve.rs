@@ -9,7 +9,7 @@ mod common;
 #[path = "../../postroom-console/tests/common/webdriver.rs"]
 mod webdriver;
 
-use common::daemon::{Daemon, get, wait_for};
+use common::daemon::{Daemon, get};
 use common::{json_lines, ok, postroom, postroom_cmd};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -111,27 +111,19 @@ async fn the_demo_parking_lot_is_grouped_by_cause_and_a_group_is_redriven_from_t
     // /metrics: the pipeline's gauges as the console samples them (the redriven copy waits
     // in the inventory queue), and the console's own counters; health and readiness.
     let metrics = format!("{base}/metrics");
-    wait_for(
-        Duration::from_secs(30),
+    postroom_testkit::metrics::assert_lists_once_sampled(
+        async || get(&metrics).await.1,
         "the redriven copy in the sampled gauges",
-        async || {
-            get(&metrics)
-                .await
-                .1
-                .contains(r#"postroom_ready_messages{consumer="inventory"} 1"#)
-        },
+        r#"postroom_ready_messages{consumer="inventory"} 1"#,
+        &[
+            postroom_core::metrics::OLDEST_READY_AGE,
+            postroom_core::metrics::OUTBOX_PENDING,
+            postroom_console::metrics::PARKED_WAITING,
+            postroom_console::metrics::RELAY_LAG,
+            postroom_console::metrics::REDRIVEN,
+        ],
     )
     .await;
-    let text = get(&metrics).await.1;
-    for name in [
-        postroom_core::metrics::OLDEST_READY_AGE,
-        postroom_core::metrics::OUTBOX_PENDING,
-        postroom_console::metrics::PARKED_WAITING,
-        postroom_console::metrics::RELAY_LAG,
-        postroom_console::metrics::REDRIVEN,
-    ] {
-        assert!(text.contains(name), "/metrics lacks {name}:\n{text}");
-    }
     assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
     assert_eq!(get(&format!("{base}/readyz")).await.0, 200);
     assert!(

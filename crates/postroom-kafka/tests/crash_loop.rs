@@ -17,11 +17,12 @@ use postroom_core::{
 };
 use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport};
 use postroom_testkit::cases::crash_loop::{assert_parked_as_crash_loop, crash_until_parked};
+use postroom_testkit::child::this_test_again;
 use postroom_testkit::stores::sqlite::SqliteFixture;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,13 +97,7 @@ async fn consumer_process(prefix: String, log: String) {
 }
 
 fn spawn_consumer(prefix: &str, log: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_record_that_kills_its_consumer_every_time_is_parked_as_a_crash_loop",
-            "--exact",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+    this_test_again("a_record_that_kills_its_consumer_every_time_is_parked_as_a_crash_loop")
         .env(CHILD_PREFIX, prefix)
         .env(CHILD_LOG, log)
         .stdout(Stdio::null())

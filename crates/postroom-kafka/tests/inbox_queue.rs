@@ -8,15 +8,13 @@
 mod common;
 
 use common::TestKafka;
-use postroom_core::consumer::ConsumerConfig;
 use postroom_core::{
-    Envelope, EnvelopeDecoder, OutgoingMessage, ParkingFilter, ParkingStore, Publisher,
-    Subscription, Transport,
+    Envelope, OutgoingMessage, ParkingFilter, ParkingStore, Publisher, Subscription, Transport,
 };
 use postroom_kafka::KafkaTransport;
-use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgStore, TablePrefix};
+use postroom_postgres::{InboxQueue, OrderedMode, PgStore, TablePrefix};
 use postroom_testkit::effect::VersionLog;
-use postroom_testkit::running::{spawn_ingest, spawn_workers};
+use postroom_testkit::running::{inbox_queue_config, spawn_ingest, spawn_workers};
 use postroom_testkit::servers::TestDb;
 use postroom_testkit::wait::eventually as wait_until;
 use std::sync::Arc;
@@ -48,15 +46,8 @@ async fn a_kafka_topic_feeds_the_inbox_table_and_workers_process_it_in_order_acr
     let db = TestDb::create().await;
     let store = PgStore::from_pool(db.pool(12).await, TablePrefix::default());
     store.migrate().await.unwrap();
-    let mut cc = ConsumerConfig::new(
-        CONSUMER,
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cc.handler_timeout = Duration::from_secs(5);
-    let mut cfg = InboxQueueConfig::new(cc);
+    let mut cfg = inbox_queue_config(CONSUMER);
     cfg.workers = 4;
-    cfg.lease = Duration::from_secs(10);
-    cfg.poll_interval = Duration::from_millis(20);
     cfg.ordered = Some(OrderedMode {
         gap_wait: Duration::from_secs(8),
         recheck: Duration::from_millis(50),

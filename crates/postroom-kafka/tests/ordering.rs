@@ -12,9 +12,21 @@ use postroom_kafka::{KafkaTransport, RetryOrdering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn transport(kafka: &TestKafka, ordering: RetryOrdering) -> Arc<dyn Transport> {
+/// A one-partition workload on `ladder` with the retry ordering `ordering`, and on it a
+/// per-key consumer `name` of `orders` running `h` (4 at once), retried up to `retries` times
+/// on that ladder. The workload's topics go with the returned `TestKafka`.
+async fn consume_orders(
+    ordering: RetryOrdering,
+    ladder: &str,
+    retries_on_it: u32,
+    name: &str,
+    h: &Arc<OrderedHandler>,
+) -> (TestKafka, Arc<dyn Transport>, Running) {
+    let kafka = TestKafka::new(ladder);
     let config = kafka.config.clone().partitions(1).ordering(ordering);
-    Arc::new(KafkaTransport::new(config).expect("transport"))
+    let t: Arc<dyn Transport> = Arc::new(KafkaTransport::new(config).expect("transport"));
+    let run = on_orders(&t, name, h.clone(), retries(ladder, retries_on_it), 4).await;
+    (kafka, t, run)
 }
 
 /// Publish `events` to `orders` in order and stop `run` once `h` applied every one of them,
@@ -40,10 +52,9 @@ async fn publish_and_apply_all(
 /// the version guard defers them (a gap is transient) so the state is still applied in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_topics_keep_order_through_the_version_guard() {
-    let kafka = TestKafka::new("1s,2s");
-    let t = transport(&kafka, RetryOrdering::RetryTopics);
     let h = OrderedHandler::new(&[("a", 1, 1)], true);
-    let run = on_orders(&t, "guarded", h.clone(), retries("1s,2s", 6), 4).await;
+    let (_kafka, t, run) =
+        consume_orders(RetryOrdering::RetryTopics, "1s,2s", 6, "guarded", &h).await;
     publish_in_order(
         t.as_ref(),
         "orders",
@@ -68,10 +79,8 @@ async fn retry_topics_keep_order_through_the_version_guard() {
 /// behind it, of any key, waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_mode_holds_the_partition_until_the_failed_record_succeeds() {
-    let kafka = TestKafka::new("1s");
-    let t = transport(&kafka, RetryOrdering::Blocking);
     let h = OrderedHandler::new(&[("a", 1, 2)], false);
-    let run = on_orders(&t, "blocking", h.clone(), retries("1s", 5), 4).await;
+    let (_kafka, t, run) = consume_orders(RetryOrdering::Blocking, "1s", 5, "blocking", &h).await;
     let events = [event("a", 1), event("b", 1), event("a", 2), event("b", 2)];
     publish_and_apply_all(t.as_ref(), &h, run, &events).await;
     let order: Vec<(String, u64, u32)> = h
@@ -108,10 +117,9 @@ async fn blocking_mode_holds_the_partition_until_the_failed_record_succeeds() {
 /// it there and never overtake it; other keys keep flowing meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_key_retry_keeps_a_keys_order_and_lets_other_keys_flow() {
-    let kafka = TestKafka::new("1s,2s");
-    let t = transport(&kafka, RetryOrdering::PerKeyRetry);
     let h = OrderedHandler::new(&[("a", 1, 2)], false);
-    let run = on_orders(&t, "perkey", h.clone(), retries("1s,2s", 4), 4).await;
+    let (_kafka, t, run) =
+        consume_orders(RetryOrdering::PerKeyRetry, "1s,2s", 4, "perkey", &h).await;
     let events = [
         event("a", 1),
         event("a", 2),

@@ -11,25 +11,16 @@
 mod common;
 
 use common::TestNats;
-use postroom_testkit::stores::sqlite::SqliteFixture;
-use postroom_testkit::{Backend, TransportFixture};
-use std::sync::Arc;
+use postroom_testkit::Backend;
 
 async fn fresh() -> Backend {
     let nats = TestNats::new().await;
     let mut config = nats.config();
     config.deduplicate = false;
     let transport = nats.transport(config.clone());
-    Backend::new(
-        Arc::new(SqliteFixture::fresh().await),
-        TransportFixture {
-            transport,
-            ladder: "1s,2s".parse().unwrap(),
-            redelivery_after: config.ack_wait,
-            prefetch: 2,
-        },
-    )
-    .keeping(nats)
+    Backend::on_sqlite(transport, "1s,2s", config.ack_wait)
+        .await
+        .keeping(nats)
 }
 
 postroom_testkit::conformance_suite!(fresh().await);

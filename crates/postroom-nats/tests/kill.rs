@@ -6,49 +6,23 @@
 
 mod common;
 
+use common::probe::{Mode, Probe};
 use common::{TestNats, bind_to_orders, eventually, order};
-use postroom_core::{
-    Consumer, ConsumerConfig, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming,
-    Subscription, Transport,
-};
-use postroom_sqlite::{SqliteStore, inbox, map_error};
+use postroom_core::{Consumer, ConsumerConfig, EnvelopeDecoder, Subscription, Transport};
+use postroom_sqlite::SqliteStore;
 use postroom_testkit::cases::publish_to;
+use postroom_testkit::child::this_test_again;
+use postroom_testkit::probe::store_at;
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 
 const TEST: &str = "a_consumer_killed_after_commit_before_ack_makes_one_effect";
 
-struct Effect {
-    store: SqliteStore,
-    duplicates: AtomicU64,
-}
-
-#[postroom_core::async_trait]
-impl Handler for Effect {
-    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
-        let mut tx = self.store.begin().await.map_err(HandlerError::from)?;
-        if !inbox::claim(&mut tx, "kill", m.envelope.id)
-            .await
-            .map_err(HandlerError::from)?
-        {
-            self.duplicates.fetch_add(1, Ordering::SeqCst);
-            return Ok(Handled::Duplicate);
-        }
-        sqlx::query("INSERT INTO effects (id) VALUES (?)")
-            .bind(m.envelope.id.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| HandlerError::from(map_error(e)))?;
-        tx.commit()
-            .await
-            .map_err(|e| HandlerError::from(map_error(e)))?;
-        Ok(Handled::Applied)
-    }
-}
-
-async fn consume(prefix: &str, db: &str, until: impl Fn(&Effect) -> bool) -> Arc<Effect> {
+/// Consume from the workload `prefix` with a probe that claims the inbox and counts the
+/// effect in the SQLite file `db`, until `until` holds of the probe.
+async fn consume(prefix: &str, db: &str, until: impl Fn(&Probe) -> bool) -> Arc<Probe> {
     let conn = common::connect(&common::nats_url()).await;
     let mut cfg = postroom_nats::NatsConfig::new(prefix);
     cfg.ack_wait = Duration::from_secs(2);
@@ -61,10 +35,7 @@ async fn consume(prefix: &str, db: &str, until: impl Fn(&Effect) -> bool) -> Arc
         .subscribe(&Subscription::new("kill", &["order.created"]).prefetch(1))
         .await
         .unwrap();
-    let effect = Arc::new(Effect {
-        store: SqliteStore::open(db).await.unwrap(),
-        duplicates: AtomicU64::new(0),
-    });
+    let effect = Probe::with_inbox(store_at(Path::new(db)).await, "kill", Mode::Ok);
     let mut c = ConsumerConfig::new(
         "kill",
         EnvelopeDecoder::new().accept("order.created", 1..=1),
@@ -101,17 +72,12 @@ async fn a_consumer_killed_after_commit_before_ack_makes_one_effect() {
     let nats = TestNats::new().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("kill.db").display().to_string();
-    let store = SqliteStore::open(&db).await.unwrap();
-    sqlx::raw_sql("CREATE TABLE effects (id TEXT PRIMARY KEY)")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    store_at(Path::new(&db)).await;
     let transport = nats.transport(nats.config());
     bind_to_orders(&transport, "kill").await;
     let env = order("k1", 1);
     publish_to(transport.publisher(), &env, "order.created").await;
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture"])
+    let status = this_test_again(TEST)
         .env("POSTROOM_NATS_KILL_PREFIX", &nats.prefix)
         .env("POSTROOM_NATS_KILL_DB", &db)
         .env("POSTROOM_FAILPOINTS", "consumer.before_ack=exit(9)")
@@ -119,14 +85,7 @@ async fn a_consumer_killed_after_commit_before_ack_makes_one_effect() {
         .unwrap();
     assert_eq!(status.code(), Some(9), "the child died at the crash point");
     assert_eq!(effects(&db).await, 1, "the child committed its effect");
-    let effect = consume(&nats.prefix, &db, |e| {
-        e.duplicates.load(Ordering::SeqCst) >= 1
-    })
-    .await;
-    assert_eq!(
-        effect.duplicates.load(Ordering::SeqCst),
-        1,
-        "the redelivery was absorbed"
-    );
+    let effect = consume(&nats.prefix, &db, |e| e.duplicates() >= 1).await;
+    assert_eq!(effect.duplicates(), 1, "the redelivery was absorbed");
     assert_eq!(effects(&db).await, 1, "one effect");
 }

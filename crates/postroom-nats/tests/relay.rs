@@ -8,10 +8,8 @@ mod common;
 use common::probe::{Mode, Probe, policy, run_on_orders};
 use common::{TestNats, bind_to_orders, eventually, order, stream_messages};
 use postroom_core::{OutboxRelay, RelayConfig, Transport};
+use postroom_testkit::Backend;
 use postroom_testkit::cases::publish_all;
-use postroom_testkit::stores::sqlite::SqliteFixture;
-use postroom_testkit::{Backend, TransportFixture};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -20,15 +18,7 @@ async fn a_relay_killed_after_publish_before_mark_leaves_one_copy_in_the_stream(
     let transport = nats.transport(nats.config());
     let probe = Probe::new(Mode::Ok);
     let running = run_on_orders(&transport, "inv", probe.clone(), policy("1s", 2), 2).await;
-    let backend = Backend::new(
-        Arc::new(SqliteFixture::fresh().await),
-        TransportFixture {
-            transport: transport.clone(),
-            ladder: "1s".parse().unwrap(),
-            redelivery_after: Duration::from_secs(2),
-            prefetch: 2,
-        },
-    );
+    let backend = Backend::on_sqlite(transport.clone(), "1s", Duration::from_secs(2)).await;
     let envs: Vec<_> = (0..5).map(|i| order(&format!("o{i}"), 1)).collect();
     for e in &envs {
         backend.produce(e, "order.created").await.unwrap();

@@ -2,8 +2,8 @@
 //! parking lot of this crate with `PgQueue` as the transport. Each test gets its own database.
 
 use postroom_postgres::PgQueue;
+use postroom_testkit::Backend;
 use postroom_testkit::stores::postgres::PgFixture;
-use postroom_testkit::{Backend, TransportFixture};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,15 +23,7 @@ fn on(store: PgFixture) -> Backend {
                 .poll_interval(Duration::from_millis(20)),
         )
         .expect("queue");
-    Backend::new(
-        Arc::new(store),
-        TransportFixture {
-            transport: Arc::new(queue),
-            ladder: "500ms,1s".parse().unwrap(),
-            redelivery_after: LEASE,
-            prefetch: 1,
-        },
-    )
+    Backend::on_own_queue(Arc::new(store), Arc::new(queue), "500ms,1s", LEASE)
 }
 
 postroom_testkit::conformance_suite!(fresh().await);

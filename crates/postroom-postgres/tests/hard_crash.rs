@@ -55,10 +55,11 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         .unwrap();
     let store = PgStore::from_pool(pool, TablePrefix::default());
     store.migrate().await.unwrap();
-    sqlx::query("CREATE TABLE effects (id UUID PRIMARY KEY, n INT NOT NULL)")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    common::execute(
+        store.pool(),
+        "CREATE TABLE effects (id UUID PRIMARY KEY, n INT NOT NULL)",
+    )
+    .await;
     let queue = store
         .queue(
             PgQueue::defaults()
@@ -180,13 +181,12 @@ async fn a_database_killed_mid_run_loses_nothing_committed_and_everyone_recovers
         applied_ids, in_outbox,
         "exactly the committed rows were applied"
     );
-    assert_none_lost(
-        &before,
-        &applied_ids,
-        "marked published before a crash but never applied",
-    );
     EffectsTable::on(store.pool())
-        .assert_each_applied_once()
+        .assert_none_lost_each_applied_once(
+            &before,
+            &applied_ids,
+            "marked published before a crash but never applied",
+        )
         .await;
     eprintln!(
         "{} committed, {} marked published before a crash, all applied once",

@@ -4,15 +4,14 @@
 mod common;
 
 use chrono::{DateTime, Utc};
-use postroom_core::consumer::ConsumerConfig;
 use postroom_core::{
-    Envelope, EnvelopeDecoder, Handled, Handler, HandlerError, Incoming, MessageId,
-    OutgoingMessage, ParkingFilter, ParkingStore, Publisher, ReceivedMessage, RetryLadder,
-    RetryPolicy, async_trait,
+    Envelope, Handled, Handler, HandlerError, Incoming, MessageId, OutgoingMessage, ParkingFilter,
+    ParkingStore, Publisher, ReceivedMessage, RetryLadder, RetryPolicy, async_trait,
 };
 use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgQueue, PgStore, TablePrefix};
-use postroom_testkit::running::{spawn_ingest, spawn_workers};
+use postroom_testkit::running::{inbox_queue_config, spawn_ingest, spawn_workers};
 use postroom_testkit::servers::TestDb;
+use postroom_testkit::wait::eventually;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -96,20 +95,13 @@ async fn setup(
 }
 
 fn config(consumer: &str, tweak: impl FnOnce(&mut InboxQueueConfig)) -> InboxQueueConfig {
-    let mut cc = ConsumerConfig::new(
-        consumer,
-        EnvelopeDecoder::new().accept("order.created", 1..=1),
-    );
-    cc.handler_timeout = Duration::from_secs(5);
-    cc.retry = RetryPolicy {
+    let mut cfg = inbox_queue_config(consumer);
+    cfg.consumer.retry = RetryPolicy {
         jitter: 0.0,
         ..RetryPolicy::with_ladder(
             RetryLadder::new(vec![Duration::from_millis(200), Duration::from_millis(300)]).unwrap(),
         )
     };
-    let mut cfg = InboxQueueConfig::new(cc);
-    cfg.lease = Duration::from_secs(10);
-    cfg.poll_interval = Duration::from_millis(20);
     tweak(&mut cfg);
     cfg
 }
@@ -148,17 +140,6 @@ where
     .unwrap()
 }
 
-async fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    cond()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_run_in_parallel_beyond_the_subscription() {
     let (_db, store, iq) = setup("par", |c| c.workers = 8).await;
@@ -189,11 +170,13 @@ async fn workers_run_in_parallel_beyond_the_subscription() {
     });
     let workers = spawn_workers(&iq, h.clone(), rx);
     assert!(
-        wait_for(Duration::from_secs(30), || h.count() >= 40).await,
+        eventually(Duration::from_secs(30), async || h.count() >= 40).await,
         "all 40 handled"
     );
     assert!(
-        wait_for(Duration::from_secs(5), || h.running.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(5), async || h
+            .running
+            .load(Ordering::SeqCst)
             == 0)
         .await
     );
@@ -237,7 +220,8 @@ async fn ordered_mode_processes_in_sequence_across_a_gap() {
     let (stop, rx) = watch::channel(false);
     let workers = spawn_workers(&iq, h.clone(), rx);
     assert!(
-        wait_for(Duration::from_secs(10), || h.versions_of("k").len() == 2
+        eventually(Duration::from_secs(10), async || h.versions_of("k").len()
+            == 2
             && h.versions_of("l").len() == 3)
         .await
     );
@@ -249,7 +233,9 @@ async fn ordered_mode_processes_in_sequence_across_a_gap() {
     );
     iq.store(&k[2]).await.unwrap();
     assert!(
-        wait_for(Duration::from_secs(10), || h.versions_of("k").len() == 5).await,
+        eventually(Duration::from_secs(10), async || h.versions_of("k").len()
+            == 5)
+        .await,
         "the gap filled"
     );
     let _ = stop.send(true);
@@ -299,7 +285,7 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
     h.fail.store(true, Ordering::SeqCst);
     let (stop, rx) = watch::channel(false);
     let workers = spawn_workers(&iq, h.clone(), rx);
-    assert!(wait_for(Duration::from_secs(5), || h.count() >= 1).await);
+    assert!(eventually(Duration::from_secs(5), async || h.count() >= 1).await);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let err: Option<String> = queue_row_column(&store, &msg, "last_error").await;
@@ -340,7 +326,7 @@ async fn failures_record_the_error_retry_on_the_ladder_then_park_and_redrive_rea
     let mut again = msg.clone();
     again.headers = postroom_core::parking::redrive::redrive_message(&parked[0]).headers;
     assert!(iq.store(&again).await.unwrap());
-    assert!(wait_for(Duration::from_secs(5), || h.count() == 4).await);
+    assert!(eventually(Duration::from_secs(5), async || h.count() == 4).await);
     let started = Instant::now();
     while iq.pending().await.unwrap() > 0 {
         assert!(

@@ -4,23 +4,17 @@
 
 mod common;
 
-use postroom_core::{Envelope, OutboxStore, OutgoingMessage};
+use postroom_core::OutboxStore;
 use postroom_postgres::{PgOptions, PgStore, commit, outbox};
+use postroom_testkit::child::this_test_again;
 use postroom_testkit::servers::TestDb;
 use sqlx::postgres::PgListener;
 
 async fn enqueue_one(store: &PgStore) {
-    let env = Envelope::builder("order.created", "t")
-        .aggregate("order", "o1", 1)
-        .build();
     let mut tx = store.begin().await.unwrap();
-    outbox::enqueue(
-        &mut tx,
-        store.prefix(),
-        &OutgoingMessage::from_envelope(&env, "order.created"),
-    )
-    .await
-    .unwrap();
+    outbox::enqueue(&mut tx, store.prefix(), &common::outgoing("o1", 1))
+        .await
+        .unwrap();
     commit(tx).await.unwrap();
 }
 
@@ -169,12 +163,7 @@ async fn a_killed_clients_statement_does_not_keep_its_row_locks() {
     let pool = db.pool(2).await;
     common::execute(&pool, "CREATE TABLE held (id int PRIMARY KEY)").await;
     common::execute(&pool, "INSERT INTO held VALUES (1)").await;
-    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_killed_clients_statement_does_not_keep_its_row_locks",
-            "--exact",
-            "--nocapture",
-        ])
+    let mut holder = this_test_again("a_killed_clients_statement_does_not_keep_its_row_locks")
         .env(HOLDER_URL, &db.url)
         .stdout(std::process::Stdio::null())
         .spawn()

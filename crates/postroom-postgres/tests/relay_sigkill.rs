@@ -20,11 +20,12 @@ use postroom_core::{
     message::headers as h,
 };
 use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, map_error, outbox};
+use postroom_testkit::child::this_test_again;
 use postroom_testkit::servers::TestDb;
 use postroom_testkit::wait::until as wait_until;
 use sqlx::{PgPool, Row};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -124,13 +125,7 @@ impl Handler for InboxEffect {
 }
 
 fn spawn_relay(url: &str, id: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "two_relays_one_killed_mid_batch",
-            "--exact",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+    this_test_again("two_relays_one_killed_mid_batch")
         .env(WORKER_URL, url)
         .env(WORKER_ID, id)
         .stdout(Stdio::null())

@@ -12,6 +12,7 @@ use postroom_core::{
     Subscriber,
 };
 use postroom_postgres::{PgQueue, PgStore, TablePrefix, commit, outbox};
+use postroom_testkit::cases;
 use postroom_testkit::servers::TestDb;
 use std::time::{Duration, Instant};
 
@@ -714,42 +715,8 @@ async fn parking_filters_equal_the_reference_semantics() {
 /// a copy within it is still a duplicate and one after it is applied again.
 #[tokio::test]
 async fn inbox_purge_forgets_only_ids_older_than_the_window() {
-    use postroom_core::InboxLookup;
     let (_db, s) = fresh_store().await;
-    let claim = async |id: MessageId| {
-        let mut tx = s.begin().await.unwrap();
-        let new = postroom_postgres::inbox::claim(&mut tx, s.prefix(), "inv", id)
-            .await
-            .unwrap();
-        commit(tx).await.unwrap();
-        new
-    };
-    let (old, recent) = (MessageId::new(), MessageId::new());
-    assert!(claim(old).await);
-    assert!(claim(recent).await);
-    sqlx::query("UPDATE postroom_inbox SET processed_at = processed_at - interval '2 hours' WHERE message_id = $1")
-        .bind(old.as_uuid())
-        .execute(s.pool())
-        .await
-        .unwrap();
-    let window = Duration::from_secs(3600);
-    let purged = postroom_postgres::inbox::purge(s.pool(), s.prefix(), window)
-        .await
-        .unwrap();
-    assert_eq!(purged, 1, "only the id older than the one-hour window");
-    assert!(
-        !s.contains("inv", old).await.unwrap(),
-        "the old id is forgotten"
-    );
-    assert!(
-        s.contains("inv", recent).await.unwrap(),
-        "the recent id is kept"
-    );
-    assert!(
-        !claim(recent).await,
-        "a copy within the window is a duplicate"
-    );
-    assert!(claim(old).await, "a copy after the window is new again");
+    cases::inbox::purge_forgets_only_ids_older_than_the_window(&s).await;
 }
 
 /// `inbox::apply_once`: the claim and a one-statement effect in one statement. A new id
@@ -913,12 +880,7 @@ async fn many_inbox_lookups_at_once_agree_with_one_at_a_time() {
     items.push(("inv", ids[0]));
     items.push(("nobody", ids[0]));
     items.push(("mail", ids[2]));
-    let many = s.contains_each(&items).await.unwrap();
-    let mut one_by_one = Vec::new();
-    for (c, id) in &items {
-        one_by_one.push(s.contains(c, *id).await.unwrap());
-    }
-    assert_eq!(many, one_by_one);
+    let many = cases::inbox::contains_each_as_one_at_a_time(&s, &items).await;
     assert!(many[1], "id 1 is done in `mail`'s inbox queue");
     assert!(!many[items.len() - 1], "id 2 is only queued for `mail`");
     let held = many.iter().filter(|h| **h).count();

@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run_probe};
-use common::{TestRabbit, order, parking_workload, publish_order};
+use common::probe::{Mode, Probe, Running, policy, run_probe};
+use common::{TestRabbit, order, parked, parking_workload, publish_order};
 use lapin::BasicProperties;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -15,20 +15,32 @@ use postroom_core::outcome::codes;
 use postroom_core::{
     Consumer, ConsumerConfig, EnvelopeDecoder, ErrorClass, ErrorKind, Handled, Handler,
     HandlerError, Incoming, MessageId, OutgoingMessage, ParkedMessage, ParkingStore, Publisher,
-    Route, async_trait,
+    RetryPolicy, Route, async_trait,
 };
+use postroom_rabbitmq::ConfirmingPublisher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Everything parked for `consumer`, after moving its parking queue into `store`.
-async fn parked(
-    t: &TestRabbit,
+/// A [`parking_workload`] for `consumer` whose probe fails every delivery transiently, run
+/// under `retry` (prefetch 2, one delivery at a time): the workload, its parking store and
+/// the store's directory, the publisher, the probe and the running consumer.
+async fn failing_transiently(
     consumer: &str,
-    store: &std::sync::Arc<postroom_sqlite::SqliteStore>,
-) -> Vec<postroom_core::ParkedMessage> {
-    t.parked(consumer, store, Duration::from_millis(200)).await
+    retry: RetryPolicy,
+) -> (
+    TestRabbit,
+    Arc<postroom_sqlite::SqliteStore>,
+    tempfile::TempDir,
+    Arc<ConfirmingPublisher>,
+    Arc<Probe>,
+    Running,
+) {
+    let (t, store, dir, publisher) = parking_workload(consumer).await;
+    let probe = Probe::new(Mode::Transient);
+    let running = run_probe(&t, consumer, 2, &publisher, &probe, retry, 1);
+    (t, store, dir, publisher, probe, running)
 }
 
 /// Wait (bounded) for exactly one parked message of `consumer`.
@@ -120,11 +132,9 @@ async fn a_panicking_handler_is_retried_within_its_budget_then_parked() {
 /// cannot be computed by adding, and must not panic. The message is retried or parked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_occurred_at_at_the_end_of_time_with_a_max_age_is_parked_not_a_panic() {
-    let (t, store, _dir, publisher) = parking_workload("ot").await;
-    let probe = Probe::new(Mode::Transient);
     let mut retry = policy("1s", 1);
     retry.max_age = Some(Duration::from_secs(3600));
-    let running = run_probe(&t, "ot", 2, &publisher, &probe, retry, 1);
+    let (t, store, _dir, publisher, _probe, running) = failing_transiently("ot", retry).await;
     let mut env = order("ot1", 1);
     env.occurred_at = postroom_core::chrono::DateTime::<postroom_core::chrono::Utc>::MAX_UTC
         - postroom_core::chrono::TimeDelta::seconds(1);
@@ -145,9 +155,8 @@ async fn an_occurred_at_at_the_end_of_time_with_a_max_age_is_parked_not_a_panic(
 /// budget is spent, so the message is parked, with the count saturated rather than wrapped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_attempt_of_u32_max_is_parked_not_wrapped() {
-    let (t, store, _dir, publisher) = parking_workload("ra").await;
-    let probe = Probe::new(Mode::Transient);
-    let running = run_probe(&t, "ra", 2, &publisher, &probe, policy("1s", 3), 1);
+    let (t, store, _dir, publisher, probe, running) =
+        failing_transiently("ra", policy("1s", 3)).await;
     let env = order("ra1", 1);
     let mut m = OutgoingMessage::from_envelope(&env, "order.created");
     m.headers
@@ -209,9 +218,8 @@ async fn names_over_255_bytes_are_refused_with_a_clear_error() {
 /// random one per copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_without_an_id_keeps_one_id_across_retry_and_park() {
-    let (t, store, _dir, publisher) = parking_workload("ni").await;
-    let probe = Probe::new(Mode::Transient);
-    let running = run_probe(&t, "ni", 2, &publisher, &probe, policy("1s", 1), 1);
+    let (t, store, _dir, _publisher, probe, running) =
+        failing_transiently("ni", policy("1s", 1)).await;
     let env = order("ni1", 1);
     let mut headers = FieldTable::default();
     headers.insert(

@@ -4,8 +4,7 @@
 mod common;
 
 use common::TestRabbit;
-use postroom_testkit::stores::sqlite::SqliteFixture;
-use postroom_testkit::{Backend, TransportFixture};
+use postroom_testkit::Backend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,16 +13,9 @@ async fn fresh() -> Backend {
     // The work exchange exists before any consumer subscribes.
     rabbit.topology().apply().await.expect("apply");
     let transport = rabbit.transport();
-    Backend::new(
-        Arc::new(SqliteFixture::fresh().await),
-        TransportFixture {
-            transport: Arc::new(transport),
-            ladder: "1s,2s".parse().unwrap(),
-            redelivery_after: Duration::from_secs(1),
-            prefetch: 2,
-        },
-    )
-    .keeping(rabbit)
+    Backend::on_sqlite(Arc::new(transport), "1s,2s", Duration::from_secs(1))
+        .await
+        .keeping(rabbit)
 }
 
 postroom_testkit::conformance_suite!(fresh().await);

@@ -24,8 +24,9 @@ use postroom_core::{
 use postroom_rabbitmq::{Broker, RabbitTransport, RetryStyle, TopologyConfig};
 use postroom_testkit::cases::crash_loop;
 use postroom_testkit::cases::publish_to;
+use postroom_testkit::child::this_test_again;
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,8 +114,7 @@ async fn consumer_process(prefix: String, style: RetryStyle, log: String) {
 }
 
 fn spawn_consumer(test: &str, prefix: &str, style: &str, log: &std::path::Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+    this_test_again(test)
         .env(CHILD_PREFIX, prefix)
         .env(CHILD_STYLE, style)
         .env(CHILD_LOG, log)

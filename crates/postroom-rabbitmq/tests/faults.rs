@@ -5,22 +5,13 @@
 mod common;
 
 use common::probe::{Mode, Probe, policy, run_probe};
-use common::{TestRabbit, eventually, parking_workload, publish_order, sqlite};
+use common::{TestRabbit, eventually, parked, parking_workload, publish_order, sqlite};
 use postroom_core::{
     BacklogProbe, ErrorClass, MessageId, OutgoingMessage, Publisher, Route, Subscriber,
 };
 use postroom_rabbitmq::{RabbitBacklog, RetryStyle};
 use postroom_testkit::recording::BROKER_CLOCK_RATE;
 use std::time::{Duration, Instant};
-
-/// Everything parked for `consumer`, after moving its parking queue into `store`.
-async fn parked(
-    t: &TestRabbit,
-    consumer: &str,
-    store: &std::sync::Arc<postroom_sqlite::SqliteStore>,
-) -> Vec<postroom_core::ParkedMessage> {
-    t.parked(consumer, store, Duration::from_millis(300)).await
-}
 
 /// The retry binding is gone: the retry publish comes back (basic.return), the original is
 /// not acked and comes back after a channel rebuild; rebuilds are spaced out by a growing

@@ -14,7 +14,6 @@ use postroom_core::{
     Transport, async_trait,
 };
 use postroom_sqlite::SqliteStore;
-use postroom_testkit::cases::assert_none_lost;
 use postroom_testkit::effects_table::EffectsTable;
 use postroom_testkit::probe::outlasting_a_crash;
 use std::collections::BTreeSet;
@@ -169,14 +168,12 @@ async fn a_broker_killed_mid_run_loses_nothing_confirmed_and_everyone_recovers()
         "every produced message applied: {} of {produced}",
         ids(&store, applied).await.len()
     );
-    let applied_ids = ids(&store, applied).await;
-    assert_none_lost(
-        &confirmed_before_a_crash,
-        &applied_ids,
-        "confirmed before a crash but never applied",
-    );
     EffectsTable::on(store.pool())
-        .assert_each_applied_once()
+        .assert_none_lost_each_applied_once(
+            &confirmed_before_a_crash,
+            &ids(&store, applied).await,
+            "confirmed before a crash but never applied",
+        )
         .await;
     stop.send(true).unwrap();
     relay.await.unwrap();

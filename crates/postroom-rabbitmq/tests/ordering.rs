@@ -49,25 +49,22 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
         }
     }
     let aggregates = ["a", "b", "c", "d", "e", "f"];
-    publish_versions(publisher.as_ref(), &aggregates, 1..=10).await;
-    assert!(
-        eventually(Duration::from_secs(30), || async { handled() >= 60 }).await,
-        "the first 60 handled ({} so far)",
-        handled()
-    );
-    // The first consumer of each partition goes away; the single-active-consumer hand-over
-    // gives the partition to the second one.
-    for r in first_wave {
-        r.stop().await;
-    }
-    publish_versions(publisher.as_ref(), &aggregates, 11..=20).await;
-    assert!(
-        eventually(Duration::from_secs(30), || async { handled() >= 120 }).await,
-        "all 120 handled ({} so far)",
-        handled()
-    );
-    for r in second_wave {
-        r.stop().await;
+    // Ten versions of each aggregate, handled; then the consumers of a wave go away. Once the
+    // first consumer of each partition is gone, the single-active-consumer hand-over gives
+    // the partition to the second one.
+    for (versions, total, what, wave) in [
+        (1..=10, 60, "the first 60", first_wave),
+        (11..=20, 120, "all 120", second_wave),
+    ] {
+        publish_versions(publisher.as_ref(), &aggregates, versions).await;
+        assert!(
+            eventually(Duration::from_secs(30), || async { handled() >= total }).await,
+            "{what} handled ({} so far)",
+            handled()
+        );
+        for r in wave {
+            r.stop().await;
+        }
     }
     for a in aggregates {
         let key = format!("order:{a}");

@@ -5,8 +5,9 @@
 mod common;
 
 use common::TestRabbit;
-use postroom_core::{ErrorKind, MessageId, OutgoingMessage, Publisher, Route};
+use postroom_core::{ErrorKind, OutgoingMessage, Publisher, Route};
 use postroom_rabbitmq::management::PolicyInfo;
+use postroom_testkit::cases::raw_message;
 use std::time::{Duration, Instant};
 
 /// Whether `consumer`'s work queue holds exactly `n` messages within 15 s.
@@ -19,12 +20,7 @@ async fn work_queue_holds(t: &TestRabbit, consumer: &str, n: u64) -> bool {
 }
 
 fn msg(topic: &str, n: usize) -> OutgoingMessage {
-    OutgoingMessage {
-        id: MessageId::new(),
-        route: Route::Topic(topic.into()),
-        headers: Default::default(),
-        body: format!("{{\"n\":{n}}}").into_bytes(),
-    }
+    raw_message(topic, format!("{{\"n\":{n}}}"))
 }
 
 #[tokio::test]

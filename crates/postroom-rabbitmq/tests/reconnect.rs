@@ -4,18 +4,45 @@
 
 mod common;
 
-use common::probe::{Mode, Probe, policy, run_probe};
+use common::probe::{Mode, Probe, Running, policy, run_probe};
 use common::{TestRabbit, eventually, order, publish_order};
 use postroom_core::{OutgoingMessage, Publisher};
+use postroom_rabbitmq::{ConfirmingPublisher, Topology};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// A `1s` workload whose `consumer` takes `order.created`, with its topology, and an
+/// always-succeeding probe running as `consumer` (prefetch 2, `concurrency` at once) whose
+/// retries go through the returned publisher.
+async fn probed_workload(
+    consumer: &str,
+    concurrency: usize,
+) -> (
+    TestRabbit,
+    Topology,
+    Arc<ConfirmingPublisher>,
+    Arc<Probe>,
+    Running,
+) {
+    let t = TestRabbit::new("1s").await;
+    let topo = t.add_consumer(consumer, &["order.created"]).await;
+    let publisher = t.publisher();
+    let probe = Probe::new(Mode::Ok);
+    let running = run_probe(
+        &t,
+        consumer,
+        2,
+        &publisher,
+        &probe,
+        policy("1s", 3),
+        concurrency,
+    );
+    (t, topo, publisher, probe, running)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
-    let t = TestRabbit::new("1s").await;
-    let topo = t.add_consumer("rc", &["order.created"]).await;
-    let publisher = t.publisher();
-    let probe = Probe::new(Mode::Ok);
-    let running = run_probe(&t, "rc", 2, &publisher, &probe, policy("1s", 3), 2);
+    let (t, topo, publisher, probe, running) = probed_workload("rc", 2).await;
     let first = publish_order(publisher.as_ref(), "rc1").await;
     assert!(
         probe
@@ -67,11 +94,7 @@ async fn connection_closed_by_the_broker_is_rebuilt_and_consumption_resumes() {
 /// the subscriber reopens once the topology is back, and consumption resumes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_cancelled_by_the_broker_is_counted_and_resumes() {
-    let t = TestRabbit::new("1s").await;
-    let topo = t.add_consumer("cc", &["order.created"]).await;
-    let publisher = t.publisher();
-    let probe = Probe::new(Mode::Ok);
-    let running = run_probe(&t, "cc", 2, &publisher, &probe, policy("1s", 3), 1);
+    let (t, topo, publisher, probe, running) = probed_workload("cc", 1).await;
     assert!(
         eventually(Duration::from_secs(10), || async {
             t.consumers(&topo.names("cc").work_queue).await == 1

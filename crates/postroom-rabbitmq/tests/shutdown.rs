@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TestRabbit, eventually, sqlite};
+use common::{eventually, parking_workload};
 use postroom_core::Transport;
 use postroom_core::parking::ParkingIngest;
 use postroom_testkit::watched::{Receives, Watched};
@@ -15,10 +15,8 @@ use tokio::sync::watch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parking_ingest_stops_on_shutdown_without_cancelling_a_receive() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("pi", &["order.created"]).await;
+    let (t, store, _dir, _) = parking_workload("pi").await;
     let transport = t.transport();
-    let (store, _dir) = sqlite().await;
     let receives = Arc::new(Receives::default());
     let mut sub = Watched {
         inner: transport
@@ -62,10 +60,8 @@ async fn parking_ingest_stops_on_shutdown_without_cancelling_a_receive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parking_ingest_stops_when_its_shutdown_sender_is_dropped() {
-    let t = TestRabbit::new("1s").await;
-    t.add_consumer("pd", &["order.created"]).await;
+    let (t, store, _dir, _) = parking_workload("pd").await;
     let transport = t.transport();
-    let (store, _dir) = sqlite().await;
     let ingest = ParkingIngest::new("pd", store);
     let (stop, rx) = watch::channel(false);
     drop(stop);

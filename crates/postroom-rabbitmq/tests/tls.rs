@@ -5,11 +5,12 @@
 //! with a clear error.
 
 use postroom_core::{Delivery, ReceivedMessage};
-use postroom_core::{ErrorKind, MessageId, OutgoingMessage, Publisher, Route, Subscriber};
+use postroom_core::{ErrorKind, Publisher, Subscriber};
 use postroom_rabbitmq::{
     Broker, BrokerOptions, ConfirmingPublisher, ManagementApi, RabbitSubscriber, SubscriberOptions,
     Topology, TopologyConfig,
 };
+use postroom_testkit::cases::raw_message;
 use postroom_testkit::servers::{RabbitNode, TestCa, suffix};
 use std::path::Path;
 use std::sync::Arc;
@@ -91,14 +92,10 @@ async fn amqps_with_the_right_ca_publishes_and_consumes_over_a_verified_link() {
     .await
     .expect("amqps with the right CA connects");
     let publisher = Arc::new(ConfirmingPublisher::new(broker.clone(), &cfg));
-    let id = MessageId::new();
+    let message = raw_message("order.created", br#"{"over":"tls"}"#);
+    let id = message.id;
     publisher
-        .publish(&OutgoingMessage {
-            id,
-            route: Route::Topic("order.created".into()),
-            headers: Default::default(),
-            body: br#"{"over":"tls"}"#.to_vec(),
-        })
+        .publish(&message)
         .await
         .expect("a confirmed publish over TLS");
     let mut sub = RabbitSubscriber::new(

@@ -2,10 +2,11 @@
 
 use postroom_core::consumer::{Consumer, ConsumerConfig};
 use postroom_core::{
-    EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, MessageId,
-    OutgoingMessage, ParkingFilter, ParkingStore, Publisher, Route, async_trait,
+    EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, ParkingFilter,
+    ParkingStore, Publisher, async_trait,
 };
 use postroom_sqlite::{SqliteQueue, SqliteStore};
+use postroom_testkit::cases::raw_message;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,16 +25,9 @@ async fn oversize_message_is_parked_whole_at_once() {
     let queue = store.queue();
     let sub = queue.subscribe("c", &["big.#"]).await.unwrap();
     let body = vec![b'x'; 300 * 1024];
-    let id = MessageId::new();
-    queue
-        .publish(&OutgoingMessage {
-            id,
-            route: Route::Topic("big.one".into()),
-            headers: Default::default(),
-            body: body.clone(),
-        })
-        .await
-        .unwrap();
+    let message = raw_message("big.one", body.clone());
+    let id = message.id;
+    queue.publish(&message).await.unwrap();
     let consumer = Consumer::new(
         ConsumerConfig::new("c", EnvelopeDecoder::new().accept("t", 1..=1)),
         Arc::new(Never),
@@ -93,12 +87,7 @@ async fn prefetch_zero_is_refused_and_unroutable_is_an_error() {
     .err()
     .unwrap();
     assert_eq!(err.kind(), ErrorKind::Config);
-    let msg = OutgoingMessage {
-        id: MessageId::new(),
-        route: Route::Topic("nobody.listens".into()),
-        headers: Default::default(),
-        body: vec![],
-    };
+    let msg = raw_message("nobody.listens", []);
     assert_eq!(
         q.publish(&msg).await.unwrap_err().kind(),
         ErrorKind::Unroutable

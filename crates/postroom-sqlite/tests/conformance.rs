@@ -2,8 +2,8 @@
 //! transport, the same file as the store.
 
 use postroom_sqlite::SqliteQueue;
+use postroom_testkit::Backend;
 use postroom_testkit::stores::sqlite::SqliteFixture;
-use postroom_testkit::{Backend, TransportFixture};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,15 +16,7 @@ async fn fresh() -> Backend {
         .store
         .queue_with(SqliteQueue::defaults().lease(LEASE).prefetch(1))
         .expect("queue");
-    Backend::new(
-        Arc::new(store),
-        TransportFixture {
-            transport: Arc::new(queue),
-            ladder: "300ms,600ms".parse().unwrap(),
-            redelivery_after: LEASE,
-            prefetch: 1,
-        },
-    )
+    Backend::on_own_queue(Arc::new(store), Arc::new(queue), "300ms,600ms", LEASE)
 }
 
 postroom_testkit::conformance_suite!(fresh().await);

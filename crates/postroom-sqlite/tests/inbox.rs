@@ -4,48 +4,14 @@
 
 use postroom_core::{InboxLookup, MessageId};
 use postroom_sqlite::{SqliteStore, inbox};
+use postroom_testkit::cases;
 use std::time::Duration;
-
-async fn claim(store: &SqliteStore, consumer: &str, id: MessageId) -> bool {
-    let mut tx = store.begin().await.unwrap();
-    let new = inbox::claim(&mut tx, consumer, id).await.unwrap();
-    tx.commit().await.unwrap();
-    new
-}
 
 #[tokio::test]
 async fn purge_inbox_forgets_only_ids_older_than_the_window() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("i.db")).await.unwrap();
-    let (old, recent) = (MessageId::new(), MessageId::new());
-    assert!(claim(&store, "inv", old).await);
-    assert!(claim(&store, "inv", recent).await);
-    // The old id was processed two hours ago.
-    sqlx::query("UPDATE postroom_inbox SET processed_at = processed_at - ? WHERE message_id = ?")
-        .bind(2 * 3600 * 1000_i64)
-        .bind(old.to_string())
-        .execute(store.pool())
-        .await
-        .unwrap();
-
-    let purged = store.purge_inbox(Duration::from_secs(3600)).await.unwrap();
-    assert_eq!(purged, 1, "only the id older than the one-hour window");
-    assert!(
-        !store.contains("inv", old).await.unwrap(),
-        "the old id is forgotten"
-    );
-    assert!(
-        store.contains("inv", recent).await.unwrap(),
-        "the recent id is kept"
-    );
-    assert!(
-        !claim(&store, "inv", recent).await,
-        "a copy within the window is still a duplicate"
-    );
-    assert!(
-        claim(&store, "inv", old).await,
-        "a copy after the window is new again"
-    );
+    cases::inbox::purge_forgets_only_ids_older_than_the_window(&store).await;
     assert_eq!(
         store.purge_inbox(Duration::from_secs(3600)).await.unwrap(),
         0,
@@ -77,12 +43,7 @@ async fn many_lookups_at_once_agree_with_one_at_a_time() {
     }
     items.push(("inv", ids[0]));
     items.push(("nobody", ids[0]));
-    let many = store.contains_each(&items).await.unwrap();
-    let mut one_by_one = Vec::new();
-    for (c, id) in &items {
-        one_by_one.push(store.contains(c, *id).await.unwrap());
-    }
-    assert_eq!(many, one_by_one);
+    let many = cases::inbox::contains_each_as_one_at_a_time(&store, &items).await;
     let held = many.iter().filter(|h| **h).count();
     // Even positions ask `inv` (multiples of 3 among them: every sixth id), odd ones `mail`
     // (odd multiples of 5), then `inv` again for id 0.

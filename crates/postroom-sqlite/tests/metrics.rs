@@ -7,8 +7,9 @@ use postroom_core::{
     OutgoingMessage, Publisher, RetryPolicy, async_trait,
 };
 use postroom_sqlite::SqliteStore;
+use postroom_testkit::wait::eventually;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct FailOnce;
 #[async_trait]
@@ -47,18 +48,15 @@ async fn prometheus_exposition_has_the_consumer_metrics() {
     let stats = consumer.stats();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(async move { consumer.run(sub, rx).await });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = stats.snapshot();
-        if s.applied == 1 && s.parked_by_code.len() == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "one applied and one parked within 30 s: {s:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        eventually(Duration::from_secs(30), async || {
+            let s = stats.snapshot();
+            s.applied == 1 && s.parked_by_code.len() == 1
+        })
+        .await,
+        "one applied and one parked within 30 s: {:?}",
+        stats.snapshot()
+    );
     stop.send(true).unwrap();
     run.await.unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -70,17 +68,13 @@ async fn prometheus_exposition_has_the_consumer_metrics() {
         rx,
     ));
     // The reporter has run once its gauges are in the exposition.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !handle
-        .render()
-        .contains("postroom_oldest_ready_age_seconds{consumer=\"idle\"}")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the backlog reporter did not report within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        eventually(Duration::from_secs(30), async || handle
+            .render()
+            .contains("postroom_oldest_ready_age_seconds{consumer=\"idle\"}"))
+        .await,
+        "the backlog reporter did not report within 30 s"
+    );
     tx.send(true).unwrap();
     reporter.await.unwrap();
 

@@ -5,24 +5,15 @@
 mod common;
 
 use common::TestSqs;
-use postroom_testkit::stores::sqlite::SqliteFixture;
-use postroom_testkit::{Backend, TransportFixture};
-use std::sync::Arc;
+use postroom_testkit::Backend;
 use std::time::Duration;
 
 async fn fresh() -> Backend {
     let sqs = TestSqs::new().await;
     let transport = sqs.transport(sqs.config()).await;
-    Backend::new(
-        Arc::new(SqliteFixture::fresh().await),
-        TransportFixture {
-            transport,
-            ladder: "1s,2s".parse().unwrap(),
-            redelivery_after: Duration::from_secs(2),
-            prefetch: 2,
-        },
-    )
-    .keeping(sqs)
+    Backend::on_sqlite(transport, "1s,2s", Duration::from_secs(2))
+        .await
+        .keeping(sqs)
 }
 
 postroom_testkit::conformance_suite!(fresh().await);

@@ -22,9 +22,10 @@ use postroom_core::{
 };
 use postroom_sqs::{SqsTransport, TopologyConfig};
 use postroom_testkit::cases::publish_to;
+use postroom_testkit::child::this_test_again;
 use std::io::BufRead;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,18 +127,13 @@ fn consumer_killed_after_commit_before_delete_gives_one_effect() {
         let env = order("killed-1", 1);
         publish_to(transport.publisher(), &env, "order.created").await;
 
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "consumer_killed_after_commit_before_delete_gives_one_effect",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(WORKER_PREFIX, &t.prefix)
-            .env(WORKER_DB, &db)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the consumer process");
+        let mut child =
+            this_test_again("consumer_killed_after_commit_before_delete_gives_one_effect")
+                .env(WORKER_PREFIX, &t.prefix)
+                .env(WORKER_DB, &db)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn the consumer process");
         let stdout = child.stdout.take().unwrap();
         let (seen_tx, seen_rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

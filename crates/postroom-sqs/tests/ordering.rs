@@ -7,9 +7,9 @@
 mod common;
 
 use common::probe::{Call, Mode, Probe, config, policy, run, store_at};
-use common::{TestSqs, eventually, order};
+use common::{TestSqs, eventually, order, subscriber_of};
 use postroom_core::consumer::{Consumer, Ordering};
-use postroom_core::{OutgoingMessage, Subscription, Transport};
+use postroom_core::{OutgoingMessage, Transport};
 use postroom_testkit::cases::publish_all;
 use std::time::Duration;
 
@@ -68,10 +68,7 @@ async fn retry_scenario(fifo: bool) -> Vec<Call> {
         &transport.capabilities(),
     )
     .unwrap();
-    let sub = transport
-        .subscriber(&Subscription::new("ordered", &["order.created"]).prefetch(10))
-        .await
-        .unwrap();
+    let sub = subscriber_of(&transport, "ordered", &["order.created"], 10).await;
     let mut messages = Vec::new();
     for v in 1..=VERSIONS {
         for agg in AGGREGATES {
@@ -128,8 +125,7 @@ async fn relay_killed_after_send_before_mark_is_deduplicated_on_fifo() {
     use postroom_testkit::cases::{
         order as suite_order, policy as suite_policy, relay_all, start_consumer, wait_for,
     };
-    use postroom_testkit::stores::sqlite::SqliteFixture;
-    use postroom_testkit::{Backend, EffectHandler, Fault, TransportFixture};
+    use postroom_testkit::{Backend, EffectHandler, Fault};
     use std::sync::Arc;
 
     let t = TestSqs::new().await;
@@ -137,16 +133,9 @@ async fn relay_killed_after_send_before_mark_is_deduplicated_on_fifo() {
     cfg.fifo = true;
     let transport = t.transport(cfg).await;
     let b = Arc::new(
-        Backend::new(
-            Arc::new(SqliteFixture::fresh().await),
-            TransportFixture {
-                transport: transport.clone(),
-                ladder: "1s,2s".parse().unwrap(),
-                redelivery_after: Duration::from_secs(2),
-                prefetch: 2,
-            },
-        )
-        .keeping(t),
+        Backend::on_sqlite(transport.clone(), "1s,2s", Duration::from_secs(2))
+            .await
+            .keeping(t),
     );
     let env = suite_order("frc1", 1);
     // The consumer's queue is bound before anything is sent; the consumer starts later.

@@ -4,12 +4,10 @@
 
 mod common;
 
-use common::{TestSqs, order, order_subscriber};
-use postroom_core::{
-    Delivery, ErrorKind, Headers, MessageId, OutgoingMessage, Route, Subscriber, Subscription,
-    Transport,
-};
+use common::{TestSqs, order, order_subscriber, subscriber_of};
+use postroom_core::{Delivery, ErrorKind, OutgoingMessage, Route, Subscriber, Transport};
 use postroom_sqs::SqsSubscriber;
+use postroom_testkit::cases::raw_message;
 use std::time::Duration;
 
 /// How long to wait for messages that should arrive.
@@ -39,29 +37,13 @@ async fn drain(
 async fn topics_fan_out_batches_split_and_bodies_survive() {
     let t = TestSqs::new().await;
     let transport = t.transport(t.config()).await;
-    let mut a = transport
-        .subscriber(&Subscription::new("a", &["order.*"]).prefetch(10))
-        .await
-        .unwrap();
-    let mut b = transport
-        .subscriber(&Subscription::new("b", &["order.created"]).prefetch(10))
-        .await
-        .unwrap();
+    let mut a = subscriber_of(&transport, "a", &["order.*"], 10).await;
+    let mut b = subscriber_of(&transport, "b", &["order.created"], 10).await;
     let mut msgs: Vec<OutgoingMessage> = (0..23)
         .map(|i| OutgoingMessage::from_envelope(&order(&format!("f{i}"), 1), "order.created"))
         .collect();
-    msgs.push(OutgoingMessage {
-        id: MessageId::new(),
-        route: Route::Topic("order.paid".into()),
-        headers: Headers::new(),
-        body: b"\x00\xffbinary".to_vec(),
-    });
-    msgs.push(OutgoingMessage {
-        id: MessageId::new(),
-        route: Route::Topic("nobody.listens".into()),
-        headers: Headers::new(),
-        body: b"{}".to_vec(),
-    });
+    msgs.push(raw_message("order.paid", b"\x00\xffbinary"));
+    msgs.push(raw_message("nobody.listens", b"{}"));
     let mut huge = OutgoingMessage::from_envelope(&order("huge", 1), "order.created");
     huge.body = vec![b'x'; 1024 * 1024];
     msgs.push(huge);

@@ -6,12 +6,12 @@
 mod common;
 
 use common::probe::{Mode, Probe, config, store_at};
-use common::{TestSqs, eventually, order};
+use common::{TestSqs, eventually, order, subscriber_of};
 use postroom_core::consumer::{Consumer, Ordering};
 use postroom_core::transport::Handback;
 use postroom_core::{
     Delivery, MessageId, OutgoingMessage, ParkedMessage, ReceivedMessage, Result, RetryPlan,
-    RetryPolicy, Subscriber, Subscription, Transport,
+    RetryPolicy, Subscriber, Transport,
 };
 use postroom_sqs::{SqsDelivery, SqsSubscriber};
 use postroom_testkit::cases::publish_all;
@@ -132,10 +132,7 @@ async fn every_receive_of_a_retried_message_comes_after_its_due_time() {
     .unwrap();
     let log = Arc::new(Mutex::new(Timeline::default()));
     let sub = Timed {
-        inner: transport
-            .subscriber(&Subscription::new("timing", &["order.created"]).prefetch(4))
-            .await
-            .unwrap(),
+        inner: subscriber_of(&transport, "timing", &["order.created"], 4).await,
         log: log.clone(),
     };
     let stats = consumer.stats();

@@ -4,7 +4,7 @@
 mod common;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use common::TestSqs;
+use common::{TestSqs, subscriber_of};
 use postroom_sqs::{Change, Topology};
 use postroom_testkit::cases::publish_to;
 use std::collections::HashMap;
@@ -139,13 +139,10 @@ async fn a_transport_needs_the_queues_of_its_listed_consumers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_counts_ready_and_received_messages() {
-    use postroom_core::{Delivery, Subscriber, Subscription, Transport};
+    use postroom_core::{Delivery, Subscriber, Transport};
     let t = TestSqs::new().await;
     let transport = t.transport(t.config()).await;
-    let mut sub = transport
-        .subscriber(&Subscription::new("inventory", &["order.created"]).prefetch(1))
-        .await
-        .unwrap();
+    let mut sub = subscriber_of(&transport, "inventory", &["order.created"], 1).await;
     for i in 0..3 {
         let env = common::order(&format!("b{i}"), 1);
         publish_to(transport.publisher(), &env, "order.created").await;

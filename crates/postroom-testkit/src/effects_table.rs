@@ -43,4 +43,17 @@ where
             .expect("count the effects applied other than once");
         assert_eq!(twice, 0, "each message applied exactly once");
     }
+
+    /// The end of a crash test: fail it unless every id of `expected` is among the `applied`
+    /// ones (saying `what` was lost otherwise) and every row's effect was applied exactly
+    /// once. Nothing lost, nothing doubled.
+    pub async fn assert_none_lost_each_applied_once(
+        &self,
+        expected: &std::collections::BTreeSet<postroom_core::MessageId>,
+        applied: &std::collections::BTreeSet<postroom_core::MessageId>,
+        what: &str,
+    ) {
+        crate::cases::assert_none_lost(expected, applied, what);
+        self.assert_each_applied_once().await;
+    }
 }

@@ -101,6 +101,46 @@ impl Backend {
         }
     }
 
+    /// A broker's transport with a fresh SQLite store as the store half, the way the brokers'
+    /// tests pair them: the suite's ladder `ladder` (the transport must keep its stages),
+    /// deliveries of a dead consumer back after `redelivery_after`, a prefetch of 2.
+    #[cfg(feature = "sqlite")]
+    pub async fn on_sqlite(
+        transport: Arc<dyn Transport>,
+        ladder: &str,
+        redelivery_after: Duration,
+    ) -> Self {
+        Self::new(
+            Arc::new(crate::stores::sqlite::SqliteFixture::fresh().await),
+            TransportFixture {
+                transport,
+                ladder: ladder.parse().expect("ladder"),
+                redelivery_after,
+                prefetch: 2,
+            },
+        )
+    }
+
+    /// A store whose table queue (in the same database, rows leased for `lease`) is also the
+    /// transport, the way the stores' own suites run: the suite's ladder `ladder`, deliveries
+    /// of a dead consumer back once the lease runs out, a prefetch of 1.
+    pub fn on_own_queue(
+        store: Arc<dyn StoreFixture>,
+        queue: Arc<dyn Transport>,
+        ladder: &str,
+        lease: Duration,
+    ) -> Self {
+        Self::new(
+            store,
+            TransportFixture {
+                transport: queue,
+                ladder: ladder.parse().expect("ladder"),
+                redelivery_after: lease,
+                prefetch: 1,
+            },
+        )
+    }
+
     /// Keep `guard` alive as long as the backend.
     #[must_use]
     pub fn keeping(mut self, guard: impl std::any::Any + Send + Sync) -> Self {

@@ -15,9 +15,11 @@
 //! ```
 
 pub mod cases;
+pub mod child;
 pub mod effect;
 pub mod effects_table;
 pub mod fixture;
+pub mod metrics;
 pub mod probe;
 pub mod recording;
 pub mod running;

@@ -82,6 +82,22 @@ pub fn spawn_relay(
     tokio::spawn(async move { relay.run(shutdown).await })
 }
 
+/// Inbox-queue settings for `consumer` (accepting `order.created` v1, a 5 s handler timeout)
+/// as the tests use them: rows leased for 10 s, an empty table looked at again every 20 ms;
+/// the rest the defaults, for the caller to change.
+#[cfg(feature = "postgres")]
+pub fn inbox_queue_config(consumer: &str) -> postroom_postgres::InboxQueueConfig {
+    let mut cc = postroom_core::ConsumerConfig::new(
+        consumer,
+        postroom_core::EnvelopeDecoder::new().accept("order.created", 1..=1),
+    );
+    cc.handler_timeout = Duration::from_secs(5);
+    let mut cfg = postroom_postgres::InboxQueueConfig::new(cc);
+    cfg.lease = Duration::from_secs(10);
+    cfg.poll_interval = Duration::from_millis(20);
+    cfg
+}
+
 /// `queue`'s ingest of `sub` (each delivery stored, then acked) in the background until
 /// `shutdown`.
 #[cfg(feature = "postgres")]

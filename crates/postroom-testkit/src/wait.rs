@@ -20,6 +20,11 @@ pub async fn eventually(bound: Duration, mut cond: impl AsyncFnMut() -> bool) ->
     cond().await
 }
 
+/// [`eventually`] for a condition that reads state at hand (nothing to await).
+pub async fn eventually_holds(bound: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    eventually(bound, async || cond()).await
+}
+
 /// Poll `cond` until it holds; fail the test, naming `what` was awaited, when `bound` passes.
 pub async fn until(bound: Duration, what: &str, cond: impl AsyncFnMut() -> bool) {
     assert!(

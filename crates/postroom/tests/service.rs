@@ -67,6 +67,31 @@ impl Drop for BrokerNames {
     }
 }
 
+/// A service opened on the test's PostgreSQL database and RabbitMQ, its broker names those of
+/// `names`, with the retry ladder `1s` and three retries.
+async fn open_on_postgres_and_rabbitmq(db: &TestDb, names: &BrokerNames) -> Service {
+    Service::builder()
+        .database(&db.url)
+        .broker(&amqp())
+        .prefix(&names.0)
+        .retry(
+            RetryPolicy::default()
+                .ladder("1s".parse().unwrap())
+                .retries(3),
+        )
+        .open()
+        .await
+        .expect("open a service on PostgreSQL and RabbitMQ")
+}
+
+/// The PostgreSQL store `service` opened, for the test's own tables and its handlers.
+fn pg_store(service: &Service) -> postroom_postgres::PgStore {
+    service
+        .store::<postroom_postgres::PgStore>()
+        .expect("PostgreSQL")
+        .clone()
+}
+
 /// Reserves on PostgreSQL through the inbox; the first delivery of `flaky` fails transiently.
 struct PgReserve {
     store: postroom_postgres::PgStore,
@@ -99,24 +124,9 @@ impl TypedHandler<OrderCreated> for PgReserve {
 async fn a_consumer_ladder_the_broker_has_no_stage_for_is_refused_at_start_naming_both() {
     let db = TestDb::create().await;
     let names = BrokerNames::new();
-    let service = Service::builder()
-        .database(&db.url)
-        .broker(&amqp())
-        .prefix(&names.0)
-        .retry(
-            RetryPolicy::default()
-                .ladder("1s".parse().unwrap())
-                .retries(3),
-        )
-        .open()
-        .await
-        .expect("open");
-    let store = service
-        .store::<postroom_postgres::PgStore>()
-        .expect("PostgreSQL")
-        .clone();
+    let service = open_on_postgres_and_rabbitmq(&db, &names).await;
     let reserve = PgReserve {
-        store,
+        store: pg_store(&service),
         flaky: String::new(),
     };
     // The consumer states a ladder of its own (the default 5s,30s,5m) that the broker's
@@ -138,23 +148,10 @@ async fn a_consumer_ladder_the_broker_has_no_stage_for_is_refused_at_start_namin
 async fn producer_and_consumer_services_on_postgres_and_rabbitmq_apply_each_message_once() {
     let db = TestDb::create().await;
     let names = BrokerNames::new();
-    let policy = RetryPolicy::default()
-        .ladder("1s".parse().unwrap())
-        .retries(3);
-    let builder = || {
-        Service::builder()
-            .database(&db.url)
-            .broker(&amqp())
-            .prefix(&names.0)
-            .retry(policy.clone())
-    };
 
     // The producer's service: the relay, and the consumer's binding kept from the start.
-    let producer = builder().open().await.expect("open producer");
-    let store = producer
-        .store::<postroom_postgres::PgStore>()
-        .expect("PostgreSQL")
-        .clone();
+    let producer = open_on_postgres_and_rabbitmq(&db, &names).await;
+    let store = pg_store(&producer);
     sqlx::query("CREATE TABLE reservations (order_id TEXT NOT NULL, qty BIGINT NOT NULL)")
         .execute(store.pool())
         .await
@@ -167,11 +164,8 @@ async fn producer_and_consumer_services_on_postgres_and_rabbitmq_apply_each_mess
         .expect("start producer");
 
     // The consumer's service, as another process would run it.
-    let consumer_service = builder().open().await.expect("open consumer");
-    let consumer_store = consumer_service
-        .store::<postroom_postgres::PgStore>()
-        .unwrap()
-        .clone();
+    let consumer_service = open_on_postgres_and_rabbitmq(&db, &names).await;
+    let consumer_store = pg_store(&consumer_service);
     let consumer_running = consumer_service
         .consumer(consumer::<OrderCreated>(
             "inventory",

@@ -8,8 +8,9 @@ use super::{ok, postroom_async};
 use postroom_core::stats::ConsumerStats;
 use postroom_core::{
     BoxSubscriber, Consumer, ConsumerConfig, Delivery, EnvelopeDecoder, Handled, Handler,
-    HandlerError, Incoming, MessageId, OutgoingMessage, Publisher, Route, Subscriber, async_trait,
+    HandlerError, Incoming, MessageId, Publisher, Subscriber, async_trait,
 };
+use postroom_testkit::cases::raw_message;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,17 +57,9 @@ impl Handler for Never {
 
 /// Publish a body that is not JSON on the route `t.x`; its message id.
 pub async fn publish_corrupt(publisher: &dyn Publisher) -> MessageId {
-    let id = MessageId::new();
-    publisher
-        .publish(&OutgoingMessage {
-            id,
-            route: Route::Topic("t.x".into()),
-            headers: Default::default(),
-            body: b"{oops".to_vec(),
-        })
-        .await
-        .unwrap();
-    id
+    let corrupt = raw_message("t.x", b"{oops");
+    publisher.publish(&corrupt).await.unwrap();
+    corrupt.id
 }
 
 /// [`CONSUMER`] running with the [`Never`] handler over a subscriber.

@@ -211,14 +211,6 @@ pub async fn on_orders(
 #[allow(unused_imports)]
 pub use postroom_testkit::probe::policy as retries;
 
-/// Poll `cond` every 50 ms until it holds or `within` passes.
-pub async fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cond()
-}
+/// Poll a condition until it holds or a bound passes.
+#[allow(unused_imports)]
+pub use postroom_testkit::wait::eventually_holds as wait_until;

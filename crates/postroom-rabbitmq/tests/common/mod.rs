@@ -264,6 +264,16 @@ pub async fn sqlite() -> (Arc<postroom_sqlite::SqliteStore>, tempfile::TempDir) 
     (Arc::new(store), dir)
 }
 
+/// Everything parked for `consumer`, after moving its parking queue into `store` until it
+/// stays empty for 300 ms.
+pub async fn parked(
+    t: &TestRabbit,
+    consumer: &str,
+    store: &Arc<postroom_sqlite::SqliteStore>,
+) -> Vec<postroom_core::ParkedMessage> {
+    t.parked(consumer, store, Duration::from_millis(300)).await
+}
+
 /// A workload on a `1s` ladder whose `consumer` takes `order.created`, with a fresh parking
 /// store (kept alive by the returned guard) and a confirming publisher.
 pub async fn parking_workload(

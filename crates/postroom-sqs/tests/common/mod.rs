@@ -127,6 +127,19 @@ pub async fn order_subscriber(transport: &SqsTransport, consumer: &str) -> SqsSu
         .unwrap()
 }
 
+/// A subscriber of consumer `consumer` on `topics`, taking up to `prefetch` messages at once.
+pub async fn subscriber_of(
+    transport: &SqsTransport,
+    consumer: &str,
+    topics: &[&str],
+    prefetch: usize,
+) -> SqsSubscriber {
+    transport
+        .subscriber(&Subscription::new(consumer, topics).prefetch(prefetch))
+        .await
+        .unwrap()
+}
+
 /// The next delivery `subscriber` receives within `total`, or `None`.
 pub async fn receive_within(
     subscriber: &mut SqsSubscriber,

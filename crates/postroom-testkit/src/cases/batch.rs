@@ -192,9 +192,8 @@ pub async fn batch_retries_only_the_failing_message(b: &Arc<Backend>) {
     let flaky = order("bf-flaky", 1);
     produce_with_one_inside(b, &topic, &good, 3, &flaky).await;
     relay_all(b, "r1").await;
-    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
     until(
-        wait,
+        ladder_walk(b),
         "everything applied, the flaky one after its retry",
         || async {
             effects_of(b, &c, &good).await == 6
@@ -233,10 +232,10 @@ pub async fn batch_crash_after_commit_before_ack(b: &Arc<Backend>) {
     }
     let run = start_batch_consumer(b, &c, &[&topic], h.clone()).await;
     relay_all(b, "r1").await;
-    until(
-        Duration::from_secs(20),
+    until_reached(
+        failpoint::BATCH_AFTER_COMMIT,
+        &c,
         "a batch committed and reached the point before its acks",
-        || async { failpoint::hits(failpoint::BATCH_AFTER_COMMIT, &c) >= 1 },
     )
     .await;
     // The lane that crashed takes the consumer down with it; start it again. A transport may

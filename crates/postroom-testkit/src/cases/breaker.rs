@@ -51,12 +51,7 @@ pub async fn default_breaker_rides_out_a_database_outage(
     consumer: &str,
 ) {
     let db = PgCluster::start();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect(&db.url("postgres"))
-        .await
-        .unwrap();
+    let pool = db.pool(4, Duration::from_secs(1)).await;
     sqlx::query("CREATE TABLE effects (id UUID PRIMARY KEY)")
         .execute(&pool)
         .await

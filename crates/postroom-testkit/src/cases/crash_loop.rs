@@ -17,7 +17,7 @@ use postroom_core::{
     EnvelopeDecoder, ErrorKind, Handled, Handler, HandlerError, Incoming, Subscription,
 };
 use std::future::Future;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,13 +81,7 @@ pub async fn a_handler_slower_than_its_lease_is_refused_at_start_up<S: TableQueu
 }
 
 fn spawn_consumer(address: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            CRASH_LOOP_TEST,
-            "--exact",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+    crate::child::this_test_again(CRASH_LOOP_TEST)
         .env(CHILD_STORE, address)
         .stdout(Stdio::null())
         .spawn()

@@ -8,9 +8,7 @@ use postroom_core::{OutgoingMessage, Subscriber as _};
 /// A duplicate delivery of the same id commits nothing new and is acknowledged.
 pub async fn dedup_absorbs_duplicate_delivery(b: &Arc<Backend>) {
     let (c, topic, h, run) = consume(b, "dedup", Fault::None).await;
-    let env = order("d1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
+    let env = produce_and_relay(b, &topic, "d1").await;
     b.publisher()
         .publish(&OutgoingMessage::from_envelope(&env, &topic))
         .await
@@ -45,13 +43,11 @@ pub async fn ack_only_after_commit(b: &Arc<Backend>) {
     );
     let h = EffectHandler::new(b.clone(), &c, Fault::None);
     let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
-    let env = order("a1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
-    until(
-        Duration::from_secs(20),
+    let env = produce_and_relay(b, &topic, "a1").await;
+    until_reached(
+        failpoint::CONSUMER_BEFORE_ACK,
+        &c,
         "the handler committed and the worker reached the point before its ack",
-        || async { failpoint::hits(failpoint::CONSUMER_BEFORE_ACK, &c) >= 1 },
     )
     .await;
     assert_eq!(b.effect_count(&c, "effect:a1").await.unwrap(), 1);
@@ -89,9 +85,7 @@ pub async fn ack_only_after_commit(b: &Arc<Backend>) {
 /// A business outcome is acknowledged: no retry, no parking, no redelivery.
 pub async fn business_outcome_is_acked(b: &Arc<Backend>) {
     let (c, topic, h, run) = consume(b, "biz", Fault::BusinessOutcome).await;
-    let env = order("b1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
+    let env = produce_and_relay(b, &topic, "b1").await;
     until(Duration::from_secs(20), "the first delivery", || async {
         !h.calls_for(env.id).is_empty()
     })
@@ -140,9 +134,8 @@ pub async fn foreign_messages_are_deduplicated_retried_and_parked(b: &Arc<Backen
     ] {
         b.publisher().publish(&m).await.unwrap();
     }
-    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
     until(
-        wait,
+        ladder_walk(b),
         "applied once, the copy absorbed, the one without an id parked",
         || async {
             b.effect_count(&c, "effect:p-42").await.unwrap() == 1

@@ -16,11 +16,8 @@ pub async fn handler_timeout_retries_as_transient(b: &Arc<Backend>) {
         cfg.handler_timeout = timeout;
     })
     .await;
-    let env = order("slow1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
-    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    until(wait, "applied on the retry", || async {
+    let env = produce_and_relay(b, &topic, "slow1").await;
+    until(ladder_walk(b), "applied on the retry", || async {
         b.effect_count(&c, "effect:slow1").await.unwrap() == 1
     })
     .await;
@@ -52,11 +49,15 @@ pub async fn unknown_error_bounded_then_parked(b: &Arc<Backend>) {
         "the suite's policy bounds unknown errors tighter"
     );
     let run = start_consumer(b, &c, &[&topic], h.clone(), pol.clone()).await;
-    let env = order("u1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
-    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    let parked = wait_parked(b, &c, 1, wait, "parked after its unknown-error retries").await;
+    let env = produce_and_relay(b, &topic, "u1").await;
+    let parked = wait_parked(
+        b,
+        &c,
+        1,
+        ladder_walk(b),
+        "parked after its unknown-error retries",
+    )
+    .await;
     run.stop().await;
     assert_eq!(
         h.calls_for(env.id).len() as u32,

@@ -10,6 +10,8 @@ pub mod crash_loop;
 pub mod database_outage;
 pub mod delivery;
 pub mod errors;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub mod inbox;
 pub mod redrive;
 pub mod relay;
 pub mod retry;
@@ -49,6 +51,17 @@ pub fn order(id: &str, version: u64) -> Envelope {
         .correlation_id(format!("corr-{id}"))
         .data(serde_json::json!({"order_id": id, "version": version}))
         .build()
+}
+
+/// A message of the raw bytes `body` (an envelope or not) to the topic `topic`, with a new id
+/// and no headers.
+pub fn raw_message(topic: &str, body: impl Into<Vec<u8>>) -> postroom_core::OutgoingMessage {
+    postroom_core::OutgoingMessage {
+        id: postroom_core::MessageId::new(),
+        route: postroom_core::Route::Topic(topic.into()),
+        headers: postroom_core::Headers::new(),
+        body: body.into(),
+    }
 }
 
 /// Publish with `publisher`, for each of `versions` in turn, an [`order`] of every one of
@@ -94,6 +107,15 @@ pub async fn publish_all<P: postroom_core::Publisher + ?Sized>(
 ) {
     let results = publisher.publish_batch(messages).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
+}
+
+/// The [`order`] `id` at version 1, written to `b`'s outbox for `topic` and relayed (the
+/// outbox drained by relay `r1`).
+pub async fn produce_and_relay(b: &Arc<Backend>, topic: &str, id: &str) -> Envelope {
+    let env = order(id, 1);
+    b.produce(&env, topic).await.unwrap();
+    relay_all(b, "r1").await;
+    env
 }
 
 /// The effect key the suite's handler applies for `e` (one counter per aggregate).
@@ -255,6 +277,15 @@ pub async fn relay_all(b: &Arc<Backend>, relay_id: &str) {
 
 pub use crate::wait::{eventually as wait_for, until};
 
+/// Wait up to 20 s until consumer `c` reached the crash point `point` (failing the test,
+/// saying `what` was awaited, otherwise).
+pub async fn until_reached(point: &'static str, c: &str, what: &str) {
+    until(Duration::from_secs(20), what, || async {
+        postroom_core::failpoint::hits(point, c) >= 1
+    })
+    .await;
+}
+
 /// Every parked record of `consumer`, redriven ones included.
 pub async fn parked_of(b: &Arc<Backend>, consumer: &str) -> Vec<postroom_core::ParkedMessage> {
     let f = ParkingFilter {
@@ -302,6 +333,12 @@ pub async fn wait_parked(
 /// The sum of the suite ladder's delays.
 pub fn ladder_total(b: &Backend) -> Duration {
     b.caps().ladder.delays().iter().sum::<Duration>()
+}
+
+/// How long a case waits for a message to walk the whole of the suite's ladder: twice its
+/// delays, and 20 s more.
+pub fn ladder_walk(b: &Backend) -> Duration {
+    ladder_total(b) * 2 + Duration::from_secs(20)
 }
 
 /// The next delivery of `sub` within `total`, or `None`.

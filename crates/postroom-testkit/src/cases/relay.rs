@@ -100,18 +100,14 @@ pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
     let relays: Vec<_> = ["la", "lb"]
         .into_iter()
         .map(|id| {
-            let relay = relay_on(
-                b,
-                RelayConfig {
-                    relay_id: id.into(),
-                    batch_size: 2,
-                    idle_wait: Duration::from_millis(20),
-                    lanes: 2,
-                    ..RelayConfig::default()
-                },
-            );
-            let rx = rx.clone();
-            tokio::spawn(async move { relay.run(rx).await })
+            let config = RelayConfig {
+                relay_id: id.into(),
+                batch_size: 2,
+                idle_wait: Duration::from_millis(20),
+                lanes: 2,
+                ..RelayConfig::default()
+            };
+            relay_loop(b, config, rx.clone())
         })
         .collect();
     until(
@@ -123,6 +119,16 @@ pub async fn relay_loops_keep_aggregate_order(b: &Arc<Backend>) {
     stop_once_marked(b, Duration::from_secs(10), "all marked", stop, relays).await;
     run.stop().await;
     assert_delivered_in_order(&h, &["p", "q", "r"], 10);
+}
+
+/// `b`'s relay with `config` running its loop in the background until `stop` says stop.
+fn relay_loop(
+    b: &Backend,
+    config: RelayConfig,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let relay = relay_on(b, config);
+    tokio::spawn(async move { relay.run(stop).await })
 }
 
 /// Wait up to `within` until the relays marked every outbox row (failing the test with `what`
@@ -211,16 +217,13 @@ pub async fn relay_sends_new_rows_while_a_batch_awaits_its_confirms(b: &Arc<Back
         0,
         Some(1),
     );
-    let relay = relay_on(
-        b,
-        RelayConfig {
-            relay_id: relay_id.clone(),
-            idle_wait: Duration::from_millis(20),
-            ..RelayConfig::default()
-        },
-    );
     let (stop, stopped) = watch::channel(false);
-    let loop_task = tokio::spawn(async move { relay.run(stopped).await });
+    let config = RelayConfig {
+        relay_id: relay_id.clone(),
+        idle_wait: Duration::from_millis(20),
+        ..RelayConfig::default()
+    };
+    let loop_task = relay_loop(b, config, stopped);
     until(
         Duration::from_secs(20),
         "the relay sent the first row and was held before taking in its confirms",

@@ -13,11 +13,8 @@ pub async fn retry_ladder_never_earlier_than_stage(b: &Arc<Backend>) {
     let fails = b.caps().ladder.len() as u32;
     let h = EffectHandler::new(b.clone(), &c, Fault::TransientTimes(fails));
     let run = start_consumer(b, &c, &[&topic], h.clone(), policy(b)).await;
-    let env = order("l1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
-    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    until(wait, "all attempts made", || async {
+    let env = produce_and_relay(b, &topic, "l1").await;
+    until(ladder_walk(b), "all attempts made", || async {
         h.calls_for(env.id).len() as u32 > fails
     })
     .await;
@@ -55,11 +52,8 @@ pub async fn max_attempts_then_park(b: &Arc<Backend>) {
     let h = EffectHandler::new(b.clone(), &c, Fault::AlwaysTransient);
     let pol = policy(b);
     let run = start_consumer(b, &c, &[&topic], h.clone(), pol.clone()).await;
-    let env = order("m1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
-    let wait = ladder_total(b) * 2 + Duration::from_secs(20);
-    let parked = wait_parked(b, &c, 1, wait, "parked after the budget").await;
+    let env = produce_and_relay(b, &topic, "m1").await;
+    let parked = wait_parked(b, &c, 1, ladder_walk(b), "parked after the budget").await;
     let recorder = run.recorder();
     run.stop().await;
     assert_eq!(
@@ -110,9 +104,7 @@ pub async fn max_age_parks(b: &Arc<Backend>) {
 /// A permanent error parks on the first delivery with every diagnostic.
 pub async fn permanent_error_parks_at_once(b: &Arc<Backend>) {
     let (c, topic, h, run) = consume(b, "perm", Fault::Permanent).await;
-    let env = order("p1", 1);
-    b.produce(&env, &topic).await.unwrap();
-    relay_all(b, "r1").await;
+    let env = produce_and_relay(b, &topic, "p1").await;
     let parked = wait_parked(b, &c, 1, Duration::from_secs(20), "parked at once").await;
     let stats = run.stop().await;
     let p = &parked[0];

@@ -129,6 +129,14 @@ impl Probe {
         self.calls().into_iter().filter(|c| c.id == id).collect()
     }
 
+    /// Calls that found their message in the inbox already (and applied nothing).
+    pub fn duplicates(&self) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| c.outcome == outcome::DUPLICATE)
+            .count()
+    }
+
     /// Whether the message `id` reached the probe within `bound`.
     pub async fn handled_within(&self, id: MessageId, bound: std::time::Duration) -> bool {
         crate::wait::eventually(bound, || async { !self.calls_for(id).is_empty() }).await

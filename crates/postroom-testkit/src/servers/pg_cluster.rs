@@ -237,6 +237,19 @@ impl PgCluster {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
     }
 
+    /// A pool of up to `max` connections to database `postgres` that waits at most
+    /// `acquire_timeout` for a connection: short, so that work on it fails fast while the
+    /// cluster is down.
+    #[cfg(feature = "postgres")]
+    pub async fn pool(&self, max: u32, acquire_timeout: Duration) -> sqlx::PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(acquire_timeout)
+            .connect(&self.url("postgres"))
+            .await
+            .expect("connect to the cluster")
+    }
+
     /// A URL to database `postgres` as user `postgres` on `host` (`127.0.0.1` or `localhost`)
     /// with `query` appended (`""` or `"?sslmode=…"`).
     #[must_use]

@@ -37,13 +37,10 @@ impl PgFixture {
             TablePrefix::new(PREFIX).expect("prefix"),
         );
         store.migrate().await.expect("migrate");
-        sqlx::raw_sql(
-            "CREATE TABLE orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL);
-             CREATE TABLE effects (consumer TEXT NOT NULL, key TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (consumer, key));",
-        )
-        .execute(store.pool())
-        .await
-        .expect("business tables");
+        sqlx::raw_sql(super::BUSINESS_TABLES)
+            .execute(store.pool())
+            .await
+            .expect("business tables");
         Self {
             outbox: Arc::new(store.outbox()),
             parking: Arc::new(store.parking()),
@@ -65,15 +62,10 @@ impl PgFixture {
 impl StoreFixture for PgFixture {
     async fn produce(&self, envelope: &Envelope, topic: &str) -> Result<()> {
         let mut tx = self.store.begin().await?;
-        sqlx::query(
-            "INSERT INTO orders (id, version) VALUES ($1, $2)
-             ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
-        )
-        .bind(&envelope.aggregate.id)
-        .bind(i64::try_from(envelope.aggregate.version).unwrap_or(i64::MAX))
-        .execute(&mut *tx)
-        .await
-        .map_err(map_error)?;
+        upsert_order!(envelope)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
         let msg = OutgoingMessage::from_envelope(envelope, topic);
         outbox::enqueue(&mut tx, self.store.prefix(), &msg).await?;
         commit(tx).await
@@ -93,15 +85,12 @@ impl StoreFixture for PgFixture {
             commit(tx).await?;
             return Ok(Handled::Duplicate);
         }
-        sqlx::query(
-            "INSERT INTO effects (consumer, key, n) VALUES ($1, $2, 1)
-             ON CONFLICT (consumer, key) DO UPDATE SET n = effects.n + 1",
-        )
-        .bind(consumer)
-        .bind(key)
-        .execute(&mut *tx)
-        .await
-        .map_err(map_error)?;
+        sqlx::query(super::ADD_EFFECT)
+            .bind(consumer)
+            .bind(key)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
         commit(tx).await?;
         Ok(Handled::Applied)
     }

@@ -29,13 +29,10 @@ impl SqliteFixture {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("suite.db");
         let store = SqliteStore::open(&path).await.expect("open sqlite");
-        sqlx::raw_sql(
-            "CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL);
-             CREATE TABLE effects (consumer TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (consumer, key));",
-        )
-        .execute(store.pool())
-        .await
-        .expect("business tables");
+        sqlx::raw_sql(super::BUSINESS_TABLES)
+            .execute(store.pool())
+            .await
+            .expect("business tables");
         Self {
             store,
             path,
@@ -48,9 +45,7 @@ impl SqliteFixture {
 impl StoreFixture for SqliteFixture {
     async fn produce(&self, envelope: &Envelope, topic: &str) -> Result<()> {
         let mut tx = self.store.begin().await?;
-        sqlx::query("INSERT INTO orders (id, version) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version")
-            .bind(&envelope.aggregate.id)
-            .bind(i64::try_from(envelope.aggregate.version).unwrap_or(i64::MAX))
+        upsert_order!(envelope)
             .execute(&mut *tx)
             .await
             .map_err(map_error)?;
@@ -127,7 +122,7 @@ impl TableQueueFixture for SqliteFixture {
 /// Count one more application of the effect `key` for `consumer`, on `conn` (the
 /// transaction that claimed the message).
 async fn add_effect(conn: &mut SqliteConnection, consumer: &str, key: &str) -> Result<()> {
-    sqlx::query("INSERT INTO effects (consumer, key, n) VALUES (?, ?, 1) ON CONFLICT (consumer, key) DO UPDATE SET n = n + 1")
+    sqlx::query(super::ADD_EFFECT)
         .bind(consumer)
         .bind(key)
         .execute(conn)
