@@ -203,7 +203,10 @@ mod duration_text {
         let text = String::deserialize(d)?;
         if let Some(days) = text.trim().strip_suffix('d') {
             let n: u64 = days.parse().map_err(serde::de::Error::custom)?;
-            return Ok(Duration::from_secs(n * 24 * 3600));
+            return n
+                .checked_mul(24 * 3600)
+                .map(Duration::from_secs)
+                .ok_or_else(|| serde::de::Error::custom(format!("duration {text:?} is too long")));
         }
         postroom_core::retry::ladder::parse_duration(&text).map_err(serde::de::Error::custom)
     }
@@ -231,5 +234,11 @@ mod tests {
         assert!(TopologyConfig::from_toml("visibility_timeout = \"1500ms\"").is_err());
         assert!(TopologyConfig::from_toml("[[consumers]]\nname = \"a b\"").is_err());
         assert!(TopologyConfig::from_toml("colour = 1").is_err());
+    }
+
+    #[test]
+    fn a_retention_in_days_too_long_to_count_is_refused_not_a_panic() {
+        let err = TopologyConfig::from_toml("retention = \"999999999999999999d\"").unwrap_err();
+        assert!(err.to_string().contains("too long"), "{err}");
     }
 }
