@@ -84,9 +84,6 @@ pub mod duration_text {
 
     /// Write `d` as text.
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        if d.is_zero() {
-            return s.serialize_str("0s");
-        }
         s.serialize_str(&format_duration(*d))
     }
 

@@ -58,11 +58,13 @@ impl RetryLadder {
     }
 }
 
-/// `5s`, `30s`, `5m`, `1h`, `250ms`.
+/// `5s`, `30s`, `5m`, `1h`, `250ms`; zero as `0s`.
 #[must_use]
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms.is_multiple_of(3_600_000) {
+    if ms == 0 {
+        "0s".to_string()
+    } else if ms.is_multiple_of(3_600_000) {
         format!("{}h", ms / 3_600_000)
     } else if ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
