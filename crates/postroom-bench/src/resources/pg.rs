@@ -1,5 +1,5 @@
 //! The run's PostgreSQL database: a fresh one made by the test-support crate's
-//! [`TestDb`](postroom_testkit::servers::TestDb) (the one place that makes throwaway databases
+//! [`TestDb`] (the one place that makes throwaway databases
 //! on the test servers; dropped when the run ends), with postroom's tables and the bench's.
 
 use crate::error::{BenchError, Context};

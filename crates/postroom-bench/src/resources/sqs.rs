@@ -30,15 +30,15 @@ pub struct SqsWorkload {
 }
 
 /// The bench queues' visibility timeout. A receive whose answer is lost on the way (the
-/// client gives up on an attempt after `ATTEMPT_TIMEOUT`, 30 s, and asks again) leaves its
-/// messages hidden this long: with SQS's default of 30 s they could come back only after a
-/// round's deadline (61 s for 200 messages), and the round would stall a few short. 10 s
-/// lets the other workers take them well before; no bench handler holds a message that long,
-/// and postroom's subscriber extends the visibility of what it holds.
+/// client gives up on an attempt after [`postroom_sqs::client::ATTEMPT_TIMEOUT`], 30 s, and
+/// asks again) leaves its messages hidden this long: with SQS's default of 30 s they could
+/// come back only after a round's deadline (61 s for 200 messages), and the round would stall
+/// a few short. 10 s lets the other workers take them well before; no bench handler holds a
+/// message that long, and postroom's subscriber extends the visibility of what it holds.
 const VISIBILITY: Duration = Duration::from_secs(10);
 
 impl SqsWorkload {
-    /// Create the queues of `scenario`, visibility timeout [`VISIBILITY`].
+    /// Create the queues of `scenario`, visibility timeout 10 s (`VISIBILITY`).
     pub async fn create(scenario: &str) -> Result<Self, BenchError> {
         let region = std::env::var("AWS_REGION")
             .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))

@@ -1,5 +1,5 @@
 //! The relay and consumer scenarios measured the same way on every broker: postroom's side
-//! is written once against the [`Transport`] trait, and each broker's file adds only what is
+//! is written once against the [`Transport`](postroom_core::Transport) trait, and each broker's file adds only what is
 //! its own (the workload on the shared server and its raw client's baseline).
 
 pub mod consumer;
