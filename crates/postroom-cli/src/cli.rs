@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 /// A span for clap: `14d`, `12h`, `90m`.
 fn parse_age(s: &str) -> Result<std::time::Duration, String> {
-    postroom_ops::time::parse_span(s).map_err(|e| e.message)
+    postroom_ops::time::parse_span(s).map_err(|e| e.message().to_string())
 }
 
 /// postroom: reliable asynchronous messaging — transactional outbox, confirmed relay, inbox,
@@ -122,11 +122,12 @@ pub struct BrokerArgs {
         value_name = "FILE"
     )]
     pub topology: PathBuf,
-    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
-    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
-    /// An amqp:// URL without a user logs in as guest. Put the password in POSTROOM_BROKER_PASSWORD
-    /// or --broker-password-file rather than here.
+    /// Broker URL (the forms this build opens are listed in `--help`).
     #[arg(
+        help = format!(
+            "Broker URL: {}. An amqp:// URL without a user logs in as guest. Put the password in \
+             POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here",
+            postroom::registry::broker_forms()),
         long,
         env = "POSTROOM_BROKER",
         hide_env_values = true,
@@ -180,10 +181,11 @@ pub struct IngestArgs {
 /// Where the parking store is.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// Database: SQLite file path (or sqlite://path) or postgres:// URL. Also POSTROOM_DATABASE
-    /// or `database` in the config file. Put a password in POSTROOM_DATABASE_PASSWORD or
-    /// --database-password-file rather than here.
-    #[arg(long, env = "POSTROOM_DATABASE", hide_env_values = true)]
+    /// Database (the forms this build opens are listed in `--help`).
+    #[arg(long, env = "POSTROOM_DATABASE", hide_env_values = true, help = format!(
+        "Database: {}. Also POSTROOM_DATABASE or `database` in the config file. Put a password in \
+         POSTROOM_DATABASE_PASSWORD or --database-password-file rather than here",
+        postroom::registry::database_forms()))]
     pub database: Option<UrlText>,
     /// PostgreSQL table prefix of the postroom tables (default postroom_; the demo uses postroom_demo_).
     #[arg(long, env = "POSTROOM_TABLE_PREFIX")]
@@ -300,10 +302,10 @@ pub struct RedriveArgs {
     /// effect was not applied. Messages the inbox shows as applied are skipped all the same.
     #[arg(long)]
     pub force: bool,
-    /// Send the messages back through a broker instead of the database's own queue:
-    /// amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS JetStream),
-    /// kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
-    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
+    /// Send the messages back through a broker instead of the database's own queue.
+    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true, help = format!(
+        "Send the messages back through a broker instead of the database's own queue: {}",
+        postroom::registry::broker_forms()))]
     pub broker: Option<UrlText>,
     /// Topology file: where each consumer's messages go back (TOML: prefix, ladder,
     /// [[consumers]] name + bindings, and the broker's own keys). Read with --broker.

@@ -3,6 +3,7 @@
 
 use crate::cli::{BrokerArgs, StoreArgs};
 use crate::config::ConfigFile;
+use postroom::{Running, Service};
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::registry::{Store, StoreOptions};
 use postroom_ops::{Endpoint, OpsResult, Registry, TopologyFile, TransportSpec, UrlText};
@@ -39,8 +40,9 @@ pub async fn store(
             .clone()
             .or_else(|| config.table_prefix.clone()),
         must_exist: !create,
+        max_connections: None,
     };
-    registry.open_store(&endpoint, &options).await
+    Ok(registry.open_store(&endpoint, &options).await?)
 }
 
 /// A broker URL with its password applied.
@@ -66,4 +68,31 @@ pub fn from_broker_args(
     passwords: &PasswordArgs,
 ) -> OpsResult<(Endpoint, TransportSpec)> {
     broker_and_topology(&args.broker, &args.topology, passwords)
+}
+
+/// The store of `store` and, when given, a broker with its topology file, opened through
+/// `postroom::Service` and started with nothing running but the stack (the broker's topology
+/// is not declared: that is `postroom topology apply`'s). Shut it down when done.
+pub async fn started(
+    store: &StoreArgs,
+    broker: Option<(&UrlText, &Path)>,
+    config: &ConfigFile,
+    passwords: &PasswordArgs,
+    create: bool,
+) -> OpsResult<Running> {
+    let mut b = Service::builder()
+        .database_at(database(store, config, passwords)?)
+        .declare_topology(false);
+    if let Some(prefix) = store.table_prefix.as_ref().or(config.table_prefix.as_ref()) {
+        b = b.table_prefix(prefix);
+    }
+    if !create {
+        b = b.existing_database();
+    }
+    if let Some((url, topology)) = broker {
+        b = b
+            .broker_at(self::broker(url, passwords)?)
+            .topology(TopologyFile::read(topology)?);
+    }
+    Ok(b.open().await?.start().await?)
 }

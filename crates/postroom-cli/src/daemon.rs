@@ -1,5 +1,5 @@
 //! What the long-running commands (`serve`, `relay`, `ingest`, `feed`) share: the store and
-//! the transport opened through the registry, a switch that SIGTERM and SIGINT turn, the
+//! the transport opened through `postroom::Service` (the one composition root), a switch that SIGTERM and SIGINT turn, the
 //! Prometheus recorder, and a listener whose address is printed (port 0 picks a free one),
 //! serving `/metrics`, `/healthz` and `/readyz` until the switch turns.
 
@@ -7,12 +7,10 @@ use crate::cli::StoreArgs;
 use crate::config::ConfigFile;
 use crate::connect;
 use clap::Args;
+use postroom::{Running, Service, Stack};
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::registry::{QueueOptions, StoreOptions};
-use postroom_ops::{
-    OpsError, OpsResult, Pipeline, PipelineSpec, Registry, TopologyFile, TransportSpec, UrlText,
-    Workload,
-};
+use postroom_ops::registry::{QueueOptions, Store};
+use postroom_ops::{OpsError, OpsResult, Registry, TopologyFile, UrlText};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,11 +50,12 @@ pub struct PipelineArgs {
     #[allow(missing_docs)]
     #[command(flatten)]
     pub store: StoreArgs,
-    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
-    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
-    /// Without it, the queue in the database's own tables. Put the password in
-    /// POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here.
-    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
+    /// Broker URL (the forms this build opens are listed in `--help`). Without it, the queue
+    /// in the database's own tables.
+    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true, help = format!(
+        "Broker URL: {}. Without it, the queue in the database's own tables. Put the password in \
+         POSTROOM_BROKER_PASSWORD or --broker-password-file rather than here",
+        postroom::registry::broker_forms()))]
     pub broker: Option<UrlText>,
     /// Topology file: the consumers and the routes they take (TOML: prefix, ladder,
     /// [[consumers]] name + bindings, and the broker's own keys). Needed with --broker
@@ -66,67 +65,78 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
-    /// Open the store (`create`: a SQLite file may be created) and its transport.
-    pub async fn open(
+    /// The service of these flags, opened (`create`: a SQLite file may be created): the
+    /// database, the broker when one is given, and the topology file's workload. The broker's
+    /// topology is not declared by a daemon (that is `postroom topology apply`'s), so a
+    /// console or an ingest never changes the broker.
+    pub async fn service(
         &self,
-        registry: &Registry,
         config: &ConfigFile,
         passwords: &PasswordArgs,
         create: bool,
-    ) -> OpsResult<Pipeline> {
-        let database = connect::database(&self.store, config, passwords)?;
-        let broker = self
-            .broker
+    ) -> OpsResult<Service> {
+        let mut b = Service::builder()
+            .database_at(connect::database(&self.store, config, passwords)?)
+            .declare_topology(false)
+            .queue_lease(QueueOptions::default().lease);
+        if let Some(prefix) = self
+            .store
+            .table_prefix
             .as_ref()
-            .map(|b| connect::broker(b, passwords))
-            .transpose()?;
-        let transport = match (&self.topology, &broker) {
-            (Some(path), _) => TransportSpec::from_file(TopologyFile::read(path)?),
-            (None, Some(_)) => {
-                TransportSpec::from_file(TopologyFile::read(std::path::Path::new("topology.toml"))?)
-            }
-            (None, None) => TransportSpec::of(Workload {
-                prefix: "postroom".into(),
-                ladder: None,
-                consumers: Vec::new(),
-            }),
+            .or(config.table_prefix.as_ref())
+        {
+            b = b.table_prefix(prefix);
+        }
+        if !create {
+            b = b.existing_database();
+        }
+        let topology = match (&self.topology, &self.broker) {
+            (Some(path), _) => Some(TopologyFile::read(path)?),
+            (None, Some(_)) => Some(TopologyFile::read(std::path::Path::new("topology.toml"))?),
+            (None, None) => None,
         };
-        let spec = PipelineSpec {
-            database,
-            store: StoreOptions {
-                table_prefix: self
-                    .store
-                    .table_prefix
-                    .clone()
-                    .or_else(|| config.table_prefix.clone()),
-                must_exist: !create,
-            },
-            broker,
-            transport,
-            queue: QueueOptions::default(),
-        };
-        Pipeline::open(registry, &spec).await
+        if let Some(file) = topology {
+            b = b.topology(file);
+        }
+        if let Some(broker) = &self.broker {
+            b = b.broker_at(connect::broker(broker, passwords)?);
+        }
+        Ok(b.open().await?)
     }
 
     /// Start a long-running command: watch for SIGTERM and SIGINT, install the Prometheus
-    /// recorder, then open the store and its transport (`create`: a SQLite file may be
-    /// created).
+    /// recorder, then open the service of these flags (`create`: a SQLite file may be
+    /// created), let `with` add what it runs, and start it.
+    pub async fn start_with(
+        &self,
+        config: &ConfigFile,
+        passwords: &PasswordArgs,
+        create: bool,
+        with: impl FnOnce(Service) -> Service,
+    ) -> OpsResult<Daemon> {
+        let shutdown = on_signals()?;
+        let prometheus = prometheus()?;
+        let running = with(self.service(config, passwords, create).await?)
+            .start()
+            .await?;
+        Ok(Daemon {
+            registry: Registry::builtin(),
+            stack: running.stack().clone(),
+            running,
+            shutdown,
+            prometheus,
+        })
+    }
+
+    /// [`start_with`](Self::start_with) running nothing but what the command runs over the
+    /// stack itself.
     pub async fn start(
         &self,
         config: &ConfigFile,
         passwords: &PasswordArgs,
         create: bool,
     ) -> OpsResult<Daemon> {
-        let shutdown = on_signals()?;
-        let prometheus = prometheus()?;
-        let registry = Registry::builtin();
-        let pipeline = self.open(&registry, config, passwords, create).await?;
-        Ok(Daemon {
-            registry,
-            pipeline,
-            shutdown,
-            prometheus,
-        })
+        self.start_with(config, passwords, create, |s| s).await
     }
 
     /// Refuse a command that moves a broker's messages when no --broker is given, with
@@ -139,13 +149,14 @@ impl PipelineArgs {
     }
 }
 
-/// A long-running command once started: its pipeline open, the switch its signals turn and
-/// the process's Prometheus recorder.
+/// A long-running command once started: its service running, the switch its signals turn
+/// and the process's Prometheus recorder.
 pub struct Daemon {
-    /// The registry the pipeline was opened through (it opens further brokers).
+    /// The registry further brokers are opened through (the relay's extra targets).
     pub registry: Registry,
-    /// The store and its transport.
-    pub pipeline: Pipeline,
+    /// The store and its transport, as the running service holds them.
+    pub stack: Stack,
+    running: Running,
     /// Turns true on SIGTERM or SIGINT.
     pub shutdown: watch::Receiver<bool>,
     /// This process's Prometheus recorder.
@@ -155,30 +166,50 @@ pub struct Daemon {
 impl Daemon {
     /// The store, as the start-up line names it: driver and location.
     pub fn store(&self) -> String {
-        format!(
-            "{} {}",
-            self.pipeline.store.driver(),
-            self.pipeline.store.location()
-        )
+        match self.stack.store() {
+            Some(s) => format!("{} {}", s.driver(), s.location()),
+            None => "no store".into(),
+        }
+    }
+
+    /// The open store.
+    pub fn opened_store(&self) -> OpsResult<&std::sync::Arc<dyn Store>> {
+        postroom_ops::store_of(&self.stack)
     }
 
     /// Listen on `addr`, print `what listening on http://ADDR`, and serve `/metrics`,
-    /// `/healthz` and `/readyz` of the pipeline there in a task of its own until the
+    /// `/healthz` and `/readyz` of the stack there in a task of its own until the
     /// shutdown switch turns.
     pub async fn serve_status(&self, addr: SocketAddr, what: &str) -> OpsResult<StatusServer> {
         let listener = listen(addr, what).await?;
         Ok(StatusServer(tokio::spawn(postroom_console::status::serve(
             listener,
             self.prometheus.clone(),
-            std::sync::Arc::new(self.pipeline.clone()),
+            std::sync::Arc::new(self.stack.clone()),
             self.shutdown.clone(),
         ))))
     }
 
-    /// Close the transport, then wait for the status server: it stops with the shutdown
-    /// switch, or at once when the work failed (`worked` is an error). Gives back `worked`.
+    /// Wait for the shutdown switch.
+    pub async fn until_stopped(&self) {
+        let mut stop = self.shutdown.clone();
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Shut the service down: its tasks drained, its transport closed.
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
+    }
+
+    /// Shut the service down (its tasks drained, its transport closed), then wait for the
+    /// status server: it stops with the shutdown switch, or at once when the work failed
+    /// (`worked` is an error). Gives back `worked`.
     pub async fn stop<T>(self, status: StatusServer, worked: OpsResult<T>) -> OpsResult<T> {
-        self.pipeline.transport.close().await;
+        self.running.shutdown().await;
         if worked.is_err() {
             status.0.abort();
         }

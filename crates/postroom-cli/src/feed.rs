@@ -37,16 +37,16 @@ pub async fn run(a: FeedArgs, config: &ConfigFile, passwords: &PasswordArgs) -> 
     )?;
     let d = a.pipeline.start(config, passwords, false).await?;
     // Refuse a store without an inbox queue before listening.
-    d.pipeline.store.inbox_feed(&a.consumer, a.ordered)?;
+    d.opened_store()?.inbox_feed(&a.consumer, a.ordered)?;
     let status = d.serve_status(a.status.listen, "postroom feed").await?;
     eprintln!(
         "postroom feed: {} -> {} inbox queue of {}",
-        d.pipeline.transport.name(),
+        d.stack.transport().name(),
         d.store(),
         a.consumer
     );
     let fed = postroom_ops::feed::run_inbox_feed(
-        &d.pipeline,
+        &d.stack,
         &a.consumer,
         a.ordered,
         a.prefetch,

@@ -25,14 +25,18 @@ pub async fn run(a: IngestDaemonArgs, config: &ConfigFile, passwords: &PasswordA
         "postroom ingest moves a broker's parked copies: pass --broker (without one, \
          consumers park straight into the database and there is nothing to move)",
     )?;
-    let d = a.pipeline.start(config, passwords, true).await?;
+    // The service moves every topology consumer's dead-lettered copies while it runs.
+    let d = a
+        .pipeline
+        .start_with(config, passwords, true, postroom::Service::ingest_parked)
+        .await?;
     let status = d.serve_status(a.status.listen, "postroom ingest").await?;
     eprintln!(
         "postroom ingest: {} -> {} for {}",
-        d.pipeline.transport.name(),
+        d.stack.transport().name(),
         d.store(),
-        d.pipeline.consumers().join(", ")
+        d.stack.consumers().join(", ")
     );
-    postroom_ops::parking::ingest::run_ingest(&d.pipeline, d.shutdown.clone()).await;
+    d.until_stopped().await;
     d.stop(status, Ok(())).await
 }

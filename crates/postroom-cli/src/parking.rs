@@ -160,23 +160,19 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
         None => 10.0,
     };
     let filter = filter_of(&a.filter, false)?;
-    let store = ctx.store(&a.store, false).await?;
-    let broker = a
-        .broker
-        .as_ref()
-        .map(|url| connect::broker_and_topology(url, &a.topology, ctx.passwords))
-        .transpose()?;
+    let running = connect::started(
+        &a.store,
+        a.broker.as_ref().map(|url| (url, a.topology.as_path())),
+        ctx.config,
+        ctx.passwords,
+        false,
+    )
+    .await?;
     let guard = RedriveGuard {
         force: a.force,
         replay_window: a.replay_window,
     };
-    let redrive = Redrive::open(
-        ctx.registry,
-        store.as_ref(),
-        broker.as_ref().map(|(e, s)| (e, s)),
-        guard,
-    )
-    .await?;
+    let redrive = Redrive::open(running.stack(), guard)?;
     let run = if let Some(run_id) = &a.resume {
         redrive.resume(run_id).await?
     } else {
@@ -273,7 +269,7 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
     if tty {
         eprintln!();
     }
-    redrive.close().await;
+    running.shutdown().await;
     let report = result.map_err(|e| e.context(format!("resume with --resume {}", run.id)))?;
     let done = &report.run;
     let skipped: Vec<_> = report
@@ -355,20 +351,29 @@ async fn ingest(ctx: &Ctx<'_>, a: IngestArgs) -> OpsResult {
             a.idle
         )));
     }
-    let store = ctx.store(&a.store, true).await?;
-    let (broker, mut spec) = connect::from_broker_args(&a.broker, ctx.passwords)?;
-    // Copies the broker dead-lettered by itself are joined with the last errors the
-    // consumers kept in this store.
-    spec.last_errors = store.last_errors();
-    let transport = ctx.registry.open_transport(&broker, &spec).await?;
-    let consumers: Vec<String> = spec
-        .workload
-        .consumer_names()
+    let running = connect::started(
+        &a.store,
+        Some((&a.broker.broker, a.broker.topology.as_path())),
+        ctx.config,
+        ctx.passwords,
+        true,
+    )
+    .await?;
+    let stack = running.stack().clone();
+    let store = postroom_ops::store_of(&stack)?;
+    let consumers: Vec<String> = stack
+        .consumers()
         .into_iter()
         .filter(|c| a.consumer.as_ref().is_none_or(|only| only == c))
         .collect();
-    let moved = ingest_all(transport.as_ref(), &consumers, store.parking(), idle).await;
-    transport.close().await;
+    let moved = ingest_all(
+        stack.transport().as_ref(),
+        &consumers,
+        store.parking(),
+        idle,
+    )
+    .await;
+    running.shutdown().await;
     let mut total = 0;
     for (c, n) in moved? {
         eprintln!("  {c}: {n} parked message(s) moved into the store");

@@ -114,7 +114,7 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         }
     }
     let status = d.serve_status(a.status.listen, "postroom relay").await?;
-    let targets: Vec<&str> = std::iter::once(&d.pipeline.transport)
+    let targets: Vec<&str> = std::iter::once(d.stack.transport())
         .chain(&also)
         .map(|t| t.name())
         .collect();
@@ -125,7 +125,7 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         targets.join(" + ")
     );
     let relayed =
-        postroom_ops::relay::run_relay_to(&d.pipeline, &also, relay_config, 8, d.shutdown.clone())
+        postroom_ops::relay::run_relay_to(&d.stack, &also, relay_config, 8, d.shutdown.clone())
             .await;
     for t in &also {
         t.close().await;
@@ -158,7 +158,7 @@ async fn follow_brokers_file(
         eprintln!("postroom relay {id}: {store} -> {}", names.join(" + "));
     });
     let relayed = postroom_ops::relay::run_relay_following(
-        &d.pipeline,
+        &d.stack,
         std::mem::take(&mut d.registry),
         &spec,
         file,

@@ -99,8 +99,8 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     console_config.validate()?;
     let d = a.pipeline.start(config, passwords, false).await?;
     let backends = Backends::for_store(
-        d.pipeline.store.as_ref(),
-        Some(d.pipeline.transport.clone()),
+        d.opened_store()?.as_ref(),
+        Some(d.stack.transport().clone()),
     )?;
     let console_config = console_config.prometheus(d.prometheus.clone());
     let console = Console::new(backends.parking, backends.probe, console_config)?;
@@ -113,7 +113,7 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
     }
     let listener = daemon::listen(a.listen, "postroom console").await?;
     let served = console.serve(listener, d.shutdown.clone()).await;
-    d.pipeline.transport.close().await;
+    d.shutdown().await;
     served.map_err(OpsError::from)
 }
 

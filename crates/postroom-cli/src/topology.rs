@@ -21,7 +21,15 @@ async fn open(
     passwords: &PasswordArgs,
 ) -> OpsResult<Box<dyn TopologyPlan>> {
     let (broker, spec) = from_broker_args(args, passwords)?;
-    Registry::builtin().topology(&broker, &spec).await
+    Registry::builtin()
+        .topology(&broker, &spec)
+        .await?
+        .ok_or_else(|| {
+            OpsError::usage(format!(
+                "the {} transport has no topology to plan (its queues are made when consumers bind)",
+                broker.scheme()
+            ))
+        })
 }
 
 fn line(c: &PlannedChange) -> String {

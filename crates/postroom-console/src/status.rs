@@ -22,11 +22,9 @@ pub trait Readiness: Send + Sync + 'static {
 
 /// A store and its transport are ready when both answer.
 #[async_trait]
-impl Readiness for postroom_ops::Pipeline {
+impl Readiness for postroom_ops::Stack {
     async fn ready(&self) -> Result<()> {
-        postroom_ops::Pipeline::ready(self)
-            .await
-            .map_err(|e| Error::new(ErrorKind::Connection, e.message))
+        postroom_ops::Stack::ready(self).await
     }
 }
 

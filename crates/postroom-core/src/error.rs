@@ -120,6 +120,36 @@ impl Error {
         }
     }
 
+    /// A configuration error: bad settings, a bad URL, a bad file.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+
+    /// The same error, its kind and source kept, with `context: ` in front of its message.
+    #[must_use]
+    pub fn context(mut self, context: impl fmt::Display) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+
+    /// The same error with its text passed through `scrub` (e.g. to remove a secret a server
+    /// quoted back): the message, and the source's text where `scrub` changes it (that
+    /// source is then kept as its scrubbed text). The kind is kept.
+    #[must_use]
+    pub fn scrubbed(mut self, scrub: impl Fn(&str) -> String) -> Self {
+        self.message = scrub(&self.message);
+        if let Some(source) = self.source.take() {
+            let text = source.to_string();
+            let clean = scrub(&text);
+            self.source = Some(if clean == text {
+                source
+            } else {
+                Box::new(ScrubbedSource(clean))
+            });
+        }
+        self
+    }
+
     /// Attach the underlying error.
     #[must_use]
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
@@ -170,5 +200,17 @@ impl std::error::Error for Error {
     }
 }
 
+/// An underlying error whose text held a secret: its scrubbed text.
+#[derive(Debug)]
+struct ScrubbedSource(String);
+
+impl fmt::Display for ScrubbedSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScrubbedSource {}
+
 /// Result with postroom's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T = (), E = Error> = std::result::Result<T, E>;

@@ -32,6 +32,7 @@ pub mod config_file;
 pub mod consumer;
 pub mod debug;
 pub mod decode;
+pub mod driver;
 pub mod envelope;
 pub mod error;
 pub mod failpoint;

@@ -22,11 +22,12 @@ pub struct DemoArgs {
         default_value = "postroom-demo.db"
     )]
     pub database: UrlText,
-    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
-    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
-    /// Without it the queue lives in the database. RabbitMQ's management API is taken from
-    /// POSTROOM_BROKER_API, or the same host on port 15672 (https on 15671 for an amqps:// broker).
-    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
+    /// Broker URL (the forms this build opens are listed in `--help`). Without it the queue
+    /// lives in the database.
+    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true, help = format!(
+        "Broker URL: {}. Without it the queue lives in the database. RabbitMQ's management API is \
+         taken from POSTROOM_BROKER_API, or the same host on port 15672 (https on 15671 for an \
+         amqps:// broker)", postroom::registry::broker_forms()))]
     pub broker: Option<UrlText>,
     /// Number of orders to create (at least 16, so that every fault has an order).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(16..=100_000))]
@@ -91,11 +92,12 @@ pub struct SoakArgs {
         default_value = "postroom-soak.db"
     )]
     pub database: UrlText,
-    /// Broker URL: amqp://user@host:5672/%2f or amqps:// (RabbitMQ), nats://host:4222 (NATS
-    /// JetStream), kafka://host:9092 (Kafka), sqs://host:port?region=R or sqs+fifo:// (Amazon SQS).
-    /// Without it the queue lives in the database. RabbitMQ's management API is taken from
-    /// POSTROOM_BROKER_API or the same host on port 15672.
-    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true)]
+    /// Broker URL (the forms this build opens are listed in `--help`). Without it the queue
+    /// lives in the database.
+    #[arg(long, env = "POSTROOM_BROKER", hide_env_values = true, help = format!(
+        "Broker URL: {}. Without it the queue lives in the database. RabbitMQ's management API is \
+         taken from POSTROOM_BROKER_API or the same host on port 15672",
+        postroom::registry::broker_forms()))]
     pub broker: Option<UrlText>,
     /// Restart the broker once mid-run: with --restart-command, or the transport's own way
     /// (RabbitMQ: `rabbitmqctl stop_app` / `start_app`; needs rabbitmqctl on this machine).

@@ -1,16 +1,15 @@
-//! The shop and the pipeline its messages travel on, opened through the registry from the
-//! database and broker URLs: the shop for the store's kind, and a broker when one is given,
-//! else the queue in the store's own tables.
+//! The shop and the pipeline its messages travel on, opened through `postroom::Service` (the
+//! one composition root) from the database and broker URLs: the shop for the store's kind,
+//! and a broker when one is given, else the queue in the store's own tables.
 
 use crate::shop::{INVENTORY, INVENTORY_TOPICS, ORDERS, ORDERS_TOPICS, ShopDb, kind_for};
+use postroom::{Running, Service};
+use postroom_core::RetryPolicy;
 use postroom_core::{
     BoxSubscriber, OutboxStore, ParkedMessage, ParkingFilter, ParkingStore, Publisher,
 };
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::registry::{QueueOptions, StoreOptions};
-use postroom_ops::{
-    Endpoint, OpsResult, Pipeline, PipelineSpec, Registry, TransportSpec, UrlText, Workload,
-};
+use postroom_ops::{Endpoint, OpsResult, Registry, UrlText, Workload};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ pub fn endpoints(
         .database()
         .apply(Endpoint::database(&database.0)?)?;
     let broker = broker
-        .map(|b| Endpoint::broker(&b.0).and_then(|e| passwords.broker().apply(e)))
+        .map(|b| passwords.broker().apply(Endpoint::broker(&b.0)?))
         .transpose()?;
     Ok((database, broker))
 }
@@ -77,7 +76,8 @@ pub struct Stack {
     /// The business tables.
     pub shop: Arc<dyn ShopDb>,
     /// Store and transport.
-    pub pipeline: Pipeline,
+    pub pipeline: postroom::Stack,
+    running: tokio::sync::Mutex<Option<Running>>,
     /// The outbox (relays' side).
     pub outbox: Arc<dyn OutboxStore>,
     /// The parking lot.
@@ -88,10 +88,13 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Close the transport's connections (a process of the run is done with it): a broker
-    /// link left open when the process ends is torn down under it and says so in errors.
+    /// Stop what the service runs (the parent's parking ingest) and close the transport's
+    /// connections (a process of the run is done with it): a broker link left open when the
+    /// process ends is torn down under it and says so in errors. Again is a no-op.
     pub async fn close(&self) {
-        self.pipeline.transport.close().await;
+        if let Some(running) = self.running.lock().await.take() {
+            running.shutdown().await;
+        }
     }
 
     /// Open for a process of a run that its parent already started.
@@ -116,31 +119,45 @@ impl Stack {
         if fresh {
             kind.prepare(&spec.database).await?;
         }
-        let mut transport = TransportSpec::of(spec.workload);
-        transport.fresh = fresh;
-        transport.redelivery_after = Some(spec.lease);
-        let pipeline = Pipeline::open(
-            &registry,
-            &PipelineSpec {
-                database: spec.database.clone(),
-                store: StoreOptions {
-                    table_prefix: kind.table_prefix().map(str::to_string),
-                    must_exist: false,
-                },
-                broker: spec.broker,
-                transport,
-                queue: QueueOptions {
-                    lease: spec.lease,
-                    prefetch: spec.prefetch,
-                },
-            },
-        )
-        .await?;
+        let w = &spec.workload;
+        let mut b = Service::builder()
+            .database_at(spec.database.clone())
+            .prefix(&w.prefix)
+            .redelivery_after(spec.lease)
+            .queue_lease(spec.lease)
+            .queue_prefetch(spec.prefetch)
+            // The run binds what it publishes to itself, before it publishes.
+            .declare_topology(false);
+        if let Some(ladder) = &w.ladder {
+            b = b.retry(RetryPolicy::default().ladder(ladder.clone()));
+        }
+        if let Some(prefix) = kind.table_prefix() {
+            b = b.table_prefix(prefix);
+        }
+        if let Some(broker) = spec.broker {
+            b = b.broker_at(broker);
+        }
+        if fresh {
+            b = b.fresh();
+        }
+        let mut service = b.open().await?;
+        for c in &w.consumers {
+            let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
+            service = service.bind_for(&c.name, &routes);
+        }
+        if fresh {
+            // The run's parent moves the dead-lettered copies into the parking lot.
+            service = service.ingest_parked();
+        }
+        let running = service.start().await?;
+        let pipeline = running.stack().clone();
+        let store = postroom_ops::store_of(&pipeline)?.clone();
         Ok(Self {
-            shop: kind.open(pipeline.store.as_ref())?,
-            outbox: pipeline.store.outbox(),
-            parking: pipeline.store.parking(),
+            shop: kind.open(store.as_ref())?,
+            outbox: store.outbox(),
+            parking: store.parking(),
             pipeline,
+            running: tokio::sync::Mutex::new(Some(running)),
             database: spec.database,
             prefetch: spec.prefetch,
         })
@@ -149,19 +166,20 @@ impl Stack {
     /// The confirming publisher.
     #[must_use]
     pub fn publisher(&self) -> Arc<dyn Publisher> {
-        self.pipeline.transport.publisher()
+        self.pipeline.transport().publisher()
     }
 
     /// Bind `consumer` to `topics`.
     pub async fn bind(&self, consumer: &str, topics: &[&str]) -> OpsResult {
-        self.pipeline.bind(consumer, topics, self.prefetch).await
+        Ok(self.pipeline.bind(consumer, topics, self.prefetch).await?)
     }
 
     /// Subscribe `consumer` to `topics`.
     pub async fn subscribe(&self, consumer: &str, topics: &[&str]) -> OpsResult<BoxSubscriber> {
-        self.pipeline
+        Ok(self
+            .pipeline
             .subscribe(consumer, topics, self.prefetch)
-            .await
+            .await?)
     }
 
     /// Messages not yet settled on the transport (`u64::MAX` when the figure cannot be read
@@ -195,8 +213,8 @@ impl Stack {
     pub fn parking_hint(&self) -> String {
         let prefix = self
             .pipeline
-            .store
-            .table_prefix()
+            .store()
+            .and_then(|s| s.table_prefix())
             .map(|p| format!(" --table-prefix {p}"))
             .unwrap_or_default();
         format!(

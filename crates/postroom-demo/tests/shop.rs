@@ -15,6 +15,7 @@ async fn shop_at(database: &str) -> Arc<dyn ShopDb> {
     let options = StoreOptions {
         table_prefix: kind.table_prefix().map(str::to_string),
         must_exist: false,
+        max_connections: None,
     };
     let store = registry.open_store(&endpoint, &options).await.unwrap();
     kind.open(store.as_ref()).unwrap()

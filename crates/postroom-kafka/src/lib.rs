@@ -78,6 +78,8 @@
 pub mod backlog;
 pub mod config;
 pub mod consumer;
+#[cfg(feature = "driver")]
+pub mod driver;
 pub mod error;
 pub mod headers;
 pub mod naming;

@@ -60,6 +60,8 @@ pub mod config;
 pub mod connection;
 pub mod dead_letters;
 pub mod delivery;
+#[cfg(feature = "driver")]
+pub mod driver;
 pub mod error;
 pub mod headers;
 pub mod naming;

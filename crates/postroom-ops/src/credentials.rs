@@ -72,7 +72,7 @@ impl PasswordSource {
             return Ok(endpoint);
         }
         match self.read()? {
-            Some(p) => endpoint.with_password(&p),
+            Some(p) => Ok(endpoint.with_password(&p)?),
             None => Ok(endpoint),
         }
     }

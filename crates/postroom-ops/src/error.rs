@@ -105,8 +105,7 @@ impl From<postroom_core::Error> for OpsError {
 
 /// The text of the file at `path`; `what` names it in the error (`config`, `topology`).
 pub fn read_text(path: &std::path::Path, what: &str) -> OpsResult<String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| OpsError::usage(format!("cannot read {what} file {}: {e}", path.display())))
+    Ok(postroom_core::driver::workload::read_text(path, what)?)
 }
 
 /// Result of an operation.

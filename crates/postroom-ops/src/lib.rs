@@ -6,8 +6,9 @@
 //! - [`endpoint`]: database and broker URLs (a SQLite file is a path), parsed without ever
 //!   echoing a password; [`redact()`] is the one function every printed URL goes through;
 //!   [`credentials`]: passwords from a file or the environment instead of the command line;
-//! - [`registry`]: stores and transports by URL scheme, one entry per driver, each behind its
-//!   cargo feature; [`pipeline`]: a store and its transport opened together;
+//! - [`registry`]: stores and transports by URL scheme (the facade's registry: each driver
+//!   lives in its own crate); stacks are opened through `postroom::Service`, and the
+//!   operations here run over the [`postroom::Stack`] a started service holds;
 //! - [`workload`]: what a transport is opened for (prefix, ladder, consumers), from code or a
 //!   topology file;
 //! - [`parking`]: filters typed as text, JSON output with payloads hidden or capped, redrive
@@ -45,21 +46,25 @@
 #[cfg(feature = "clap")]
 pub mod args;
 pub mod credentials;
-pub mod endpoint;
 pub mod error;
 pub mod feed;
 pub mod limits;
 pub mod parking;
-pub mod pipeline;
-pub mod redact;
-pub mod registry;
 pub mod relay;
 pub mod time;
-pub mod workload;
 
-pub use endpoint::{Endpoint, UrlText};
 pub use error::{OpsError, OpsErrorKind, OpsResult};
-pub use pipeline::{Pipeline, PipelineSpec};
-pub use redact::redact;
+pub use postroom::registry;
+pub use postroom::{Service, Stack};
+pub use postroom_core::driver::redact::redact;
+pub use postroom_core::driver::{Endpoint, UrlText, endpoint, redact, workload};
+pub use postroom_core::driver::{TopologyFile, TransportSpec, Workload};
 pub use registry::Registry;
-pub use workload::{TopologyFile, TransportSpec, Workload};
+
+/// The store of `stack`: the operations here always run on a service opened from a database
+/// URL.
+pub fn store_of(stack: &Stack) -> OpsResult<&std::sync::Arc<dyn registry::Store>> {
+    stack
+        .store()
+        .ok_or_else(|| OpsError::usage("this operation needs a database: give --database"))
+}

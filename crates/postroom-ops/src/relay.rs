@@ -7,9 +7,9 @@
 
 use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
-use crate::pipeline::Pipeline;
 use crate::registry::Registry;
 use crate::workload::{TransportSpec, Workload};
+use postroom::Stack;
 use postroom_core::{
     FanOutPublisher, OutboxRelay, PublishTarget, Publisher, RelayConfig, Subscription, Transport,
     metrics as m,
@@ -23,36 +23,36 @@ use tokio::sync::{Notify, watch};
 const PENDING_EVERY: Duration = Duration::from_secs(5);
 
 /// Bind the workload's consumers (so that nothing the relay publishes is unroutable), then
-/// relay `pipeline`'s outbox until `shutdown` turns true, draining before it returns.
+/// relay `stack`'s outbox until `shutdown` turns true, draining before it returns.
 pub async fn run_relay(
-    pipeline: &Pipeline,
+    stack: &Stack,
     config: RelayConfig,
     prefetch: usize,
     shutdown: watch::Receiver<bool>,
 ) -> OpsResult {
-    run_relay_to(pipeline, &[], config, prefetch, shutdown).await
+    run_relay_to(stack, &[], config, prefetch, shutdown).await
 }
 
-/// [`run_relay`] publishing every row to `pipeline`'s transport and to each of `also` too,
+/// [`run_relay`] publishing every row to `stack`'s transport and to each of `also` too,
 /// with the same message id: a row is marked published only when every one of them
 /// confirmed it (see [`FanOutPublisher`]). The workload's consumers are bound on each.
 pub async fn run_relay_to(
-    pipeline: &Pipeline,
+    stack: &Stack,
     also: &[Arc<dyn Transport>],
     config: RelayConfig,
     prefetch: usize,
     shutdown: watch::Receiver<bool>,
 ) -> OpsResult {
-    for c in &pipeline.workload().consumers {
+    for c in &stack.workload().consumers {
         let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
-        pipeline.bind(&c.name, &routes, prefetch).await?;
+        stack.bind(&c.name, &routes, prefetch).await?;
     }
     for t in also {
-        bind_workload(t.as_ref(), pipeline.workload(), prefetch).await?;
+        bind_workload(t.as_ref(), stack.workload(), prefetch).await?;
     }
     relay_through(
-        pipeline,
-        publisher_to(&pipeline.transport, also)?,
+        stack,
+        publisher_to(stack.transport(), also)?,
         config,
         shutdown,
     )
@@ -74,22 +74,23 @@ async fn bind_workload(
     Ok(())
 }
 
-/// Relay `pipeline`'s outbox through `publisher` until `shutdown`, counting the unpublished
+/// Relay `stack`'s outbox through `publisher` until `shutdown`, counting the unpublished
 /// rows for the pending gauge. A retention of zero deletes each row as its publish is
 /// confirmed where the store can (PostgreSQL: in the statement that would mark it, the
 /// cheapest relay), and at each purge elsewhere.
 async fn relay_through(
-    pipeline: &Pipeline,
+    stack: &Stack,
     publisher: Arc<dyn Publisher>,
     config: RelayConfig,
     shutdown: watch::Receiver<bool>,
 ) -> OpsResult {
+    let store = crate::store_of(stack)?;
     let deleting = config
         .retention
         .is_some_and(|r| r.is_zero())
-        .then(|| pipeline.store.deleting_outbox())
+        .then(|| store.deleting_outbox())
         .flatten();
-    let outbox = deleting.unwrap_or_else(|| pipeline.store.outbox());
+    let outbox = deleting.unwrap_or_else(|| store.outbox());
     let relay = OutboxRelay::new(outbox.clone(), publisher, config);
     let gauge = {
         let mut stop = shutdown.clone();
@@ -155,7 +156,7 @@ pub fn parse_brokers_file(text: &str) -> OpsResult<Vec<Endpoint>> {
             continue;
         }
         let endpoint = Endpoint::broker(line)
-            .map_err(|e| OpsError::usage(format!("line {}: {}", n + 1, e.message)))?;
+            .map_err(|e| OpsError::usage(format!("line {}: {}", n + 1, e.message())))?;
         if brokers.iter().any(|b| b.expose() == endpoint.expose()) {
             return Err(OpsError::usage(format!(
                 "line {}: {} is listed twice",
@@ -190,7 +191,7 @@ type Targets = Vec<(String, Arc<dyn Transport>)>;
 /// Told the names of the brokers a following relay publishes to, at start and at each change.
 pub type OnTargets = Arc<dyn Fn(&[String]) + Send + Sync>;
 
-/// Relay `pipeline`'s outbox to every broker listed in `file`, following the file while it
+/// Relay `stack`'s outbox to every broker listed in `file`, following the file while it
 /// runs: when its text changes (checked every second) or `reload` is notified (SIGHUP), the
 /// new brokers are opened and bound and the relay publishes to the new list from its next
 /// batch on; brokers no longer listed are closed once the batches in flight had time to be
@@ -199,7 +200,7 @@ pub type OnTargets = Arc<dyn Fn(&[String]) + Send + Sync>;
 /// each change; the gauge `postroom_relay_target{target}` is 1 for each.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_relay_following(
-    pipeline: &Pipeline,
+    stack: &Stack,
     registry: Registry,
     spec: &TransportSpec,
     file: &Path,
@@ -210,7 +211,7 @@ pub async fn run_relay_following(
     shutdown: watch::Receiver<bool>,
 ) -> OpsResult {
     let (mut seen, brokers) = read_brokers_file(file)?;
-    let workload = pipeline.workload().clone();
+    let workload = stack.workload().clone();
     let current = open_targets(&registry, spec, &workload, prefetch, &brokers, &[]).await?;
     let names = announce(&current, &[], on_targets.as_ref());
     let fan_out = FanOutPublisher::new(named_targets(&transports(&current)))?;
@@ -285,7 +286,7 @@ pub async fn run_relay_following(
         })
     };
 
-    let relayed = relay_through(pipeline, Arc::new(fan_out), config, shutdown).await;
+    let relayed = relay_through(stack, Arc::new(fan_out), config, shutdown).await;
     let _ = follower.await;
     for (_, t) in live.lock().await.iter() {
         t.close().await;

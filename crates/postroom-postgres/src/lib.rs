@@ -41,6 +41,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "driver")]
+pub mod driver;
 pub mod error;
 pub mod inbox;
 pub mod inbox_queue;

@@ -71,6 +71,8 @@ macro_rules! client {
 }
 
 pub mod config;
+#[cfg(feature = "driver")]
+pub mod driver;
 pub mod management;
 pub mod naming;
 pub mod topology;

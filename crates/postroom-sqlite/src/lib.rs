@@ -34,6 +34,8 @@
 //! ```
 
 mod audit;
+#[cfg(feature = "driver")]
+pub mod driver;
 mod error;
 mod file;
 pub mod inbox;

@@ -60,6 +60,8 @@ pub mod config;
 pub mod dead_letter;
 mod deleter;
 pub mod delivery;
+#[cfg(feature = "driver")]
+pub mod driver;
 pub mod error;
 pub mod lease;
 pub mod naming;

@@ -77,14 +77,16 @@
 
 mod builder;
 mod consumer;
-mod error;
+pub mod registry;
 mod running;
 mod service;
+mod stack;
 
 pub use builder::ServiceBuilder;
 pub use consumer::{ConsumerSpec, consumer};
 pub use running::Running;
 pub use service::Service;
+pub use stack::Stack;
 
 pub use postroom_core::stats::StatsSnapshot;
 pub use postroom_core::typed::{Contract, Message, TypedHandler, typed};
@@ -96,8 +98,6 @@ pub use postroom_core::{
 
 /// The broker- and database-free core: every type of the consumer and relay loops.
 pub use postroom_core as core;
-/// The operations registry: stores and transports by URL.
-pub use postroom_ops as ops;
 
 /// The embedded store (SQLite): outbox, inbox, parking lot and queue in one file.
 #[cfg(feature = "sqlite")]

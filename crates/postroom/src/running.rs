@@ -1,6 +1,7 @@
 //! A started service: its consumers are attached and running, the relay publishing. Shut it
 //! down with [`Running::shutdown`], which drains.
 
+use crate::stack::Stack;
 use postroom_core::Transport;
 use postroom_core::stats::{ConsumerStats, StatsSnapshot};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ pub(crate) struct RunningConsumer {
 /// A running service.
 #[must_use = "a service stops only through `shutdown` (dropping it leaves its tasks running)"]
 pub struct Running {
-    transport: Arc<dyn Transport>,
+    stack: Stack,
     owns_transport: bool,
     stop: watch::Sender<bool>,
     consumers: Vec<RunningConsumer>,
@@ -27,7 +28,7 @@ pub struct Running {
 impl std::fmt::Debug for Running {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Running")
-            .field("transport", &self.transport.name())
+            .field("transport", &self.stack.transport().name())
             .field("consumers", &self.consumer_names())
             .field("relay", &self.relay.is_some())
             .finish_non_exhaustive()
@@ -35,9 +36,9 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
-    pub(crate) fn new(transport: Arc<dyn Transport>, stop: watch::Sender<bool>) -> Self {
+    pub(crate) fn new(stack: Stack, stop: watch::Sender<bool>) -> Self {
         Self {
-            transport,
+            stack,
             owns_transport: false,
             stop,
             consumers: Vec::new(),
@@ -66,7 +67,14 @@ impl Running {
     /// The transport (for its publisher, backlog figures, capabilities).
     #[must_use]
     pub fn transport(&self) -> &Arc<dyn Transport> {
-        &self.transport
+        self.stack.transport()
+    }
+
+    /// The store and the transport, with the workload, to read figures from while the
+    /// service runs (a clone outlives [`shutdown`](Self::shutdown), its transport closed).
+    #[must_use]
+    pub fn stack(&self) -> &Stack {
+        &self.stack
     }
 
     /// The names of the attached consumers.
@@ -113,7 +121,7 @@ impl Running {
             let _ = t.await;
         }
         if self.owns_transport {
-            self.transport.close().await;
+            self.stack.transport().close().await;
         }
     }
 }

@@ -5,21 +5,18 @@
 
 use crate::builder::ServiceBuilder;
 use crate::consumer::ConsumerSpec;
-use crate::error::from_ops;
+use crate::registry::Registry;
 use crate::running::{Running, RunningConsumer};
+use crate::stack::Stack;
+use postroom_core::driver::{Endpoint, Store, TransportSpec, Workload};
 use postroom_core::parking::ParkingIngest;
 use postroom_core::{
-    Consumer, Error, ErrorKind, OutboxRelay, OutboxStore, ParkingStore, RelayConfig, Result,
-    RetryPolicy, Subscription, Transport,
+    Consumer, Error, OutboxRelay, OutboxStore, ParkingStore, RelayConfig, Result, RetryPolicy,
+    Subscription, Transport,
 };
-use postroom_ops::registry::{Registry, Store};
-use postroom_ops::{Endpoint, TransportSpec, Workload};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
-
-/// What a transport driver without a topology to apply says (its consumers' queues are
-/// made when they bind).
-const NO_TOPOLOGY: &str = "has no topology to plan";
 
 /// Where the transport comes from.
 pub(crate) enum TransportSource {
@@ -39,6 +36,13 @@ pub(crate) struct Parts {
     pub transport: TransportSource,
     pub prefix: String,
     pub retry: RetryPolicy,
+    /// The topology file's text, when the workload came from one.
+    pub topology_text: Option<String>,
+    /// Consumers that run in other processes, bound at start.
+    pub elsewhere: Vec<(String, Vec<String>)>,
+    pub fresh: bool,
+    pub declare_topology: bool,
+    pub redelivery_after: Option<Duration>,
 }
 
 /// A service, opened and not yet started: add its consumers and its relay, then
@@ -47,8 +51,8 @@ pub(crate) struct Parts {
 pub struct Service {
     parts: Parts,
     consumers: Vec<ConsumerSpec>,
-    elsewhere: Vec<(String, Vec<String>)>,
     relay: Option<RelayConfig>,
+    ingest_elsewhere: bool,
 }
 
 impl std::fmt::Debug for Service {
@@ -71,8 +75,8 @@ impl Service {
         Self {
             parts,
             consumers: Vec::new(),
-            elsewhere: Vec::new(),
             relay: None,
+            ingest_elsewhere: false,
         }
     }
 
@@ -83,6 +87,19 @@ impl Service {
     #[must_use]
     pub fn store<T: 'static>(&self) -> Option<&T> {
         self.parts.store.as_ref()?.as_any().downcast_ref::<T>()
+    }
+
+    /// The store the service opened from its database URL, as the drivers hand it out
+    /// (outbox, parking lot, inboxes, its queue in tables).
+    #[must_use]
+    pub fn opened_store(&self) -> Option<&Arc<dyn Store>> {
+        self.parts.store.as_ref()
+    }
+
+    /// The prefix of every name the service owns on the broker.
+    #[must_use]
+    pub fn prefix(&self) -> &str {
+        &self.parts.prefix
     }
 
     /// The retry policy every consumer uses unless it has its own.
@@ -101,10 +118,19 @@ impl Service {
     /// process, from start on (so a producer's messages are never unroutable before that
     /// process first starts).
     pub fn bind_for(mut self, name: &str, routes: &[&str]) -> Self {
-        self.elsewhere.push((
+        self.parts.elsewhere.push((
             name.to_string(),
             routes.iter().map(|r| (*r).to_string()).collect(),
         ));
+        self
+    }
+
+    /// Also move the dead-lettered copies of the consumers bound for other processes
+    /// ([`bind_for`](Self::bind_for), the topology file's) into the parking lot while the
+    /// service runs (what `postroom ingest` does). A service's own consumers always have
+    /// theirs moved.
+    pub fn ingest_parked(mut self) -> Self {
+        self.ingest_elsewhere = true;
         self
     }
 
@@ -121,18 +147,40 @@ impl Service {
     }
 
     /// The workload the transport is opened for: the prefix, the declared ladder, and every
-    /// consumer with its routes.
-    fn workload(&self) -> Workload {
+    /// consumer with its routes (the service's own, then those bound for other processes,
+    /// each name once).
+    fn workload(&self) -> Result<Workload> {
         let mut w = Workload::new(self.parts.prefix.clone(), self.parts.retry.ladder.clone());
         for c in &self.consumers {
+            if let Some((_, routes)) = self.parts.elsewhere.iter().find(|(n, _)| n == c.name())
+                && *routes != c.routes
+            {
+                return Err(Error::config(format!(
+                    "consumer {:?} takes {:?} here and {:?} in the topology file: give one",
+                    c.name(),
+                    c.routes,
+                    routes
+                )));
+            }
+            if self.parts.topology_text.is_some()
+                && !self.parts.elsewhere.iter().any(|(n, _)| n == c.name())
+            {
+                return Err(Error::config(format!(
+                    "consumer {:?} is not in the topology file: add it there as a [[consumers]] entry",
+                    c.name()
+                )));
+            }
             let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
             w = w.consumer(c.name(), &routes);
         }
-        for (name, routes) in &self.elsewhere {
+        for (name, routes) in &self.parts.elsewhere {
+            if self.consumers.iter().any(|c| c.name() == name) {
+                continue;
+            }
             let routes: Vec<&str> = routes.iter().map(String::as_str).collect();
             w = w.consumer(name, &routes);
         }
-        w
+        Ok(w)
     }
 
     /// Connect the broker (its topology made from the declared ladder and the consumers),
@@ -142,42 +190,49 @@ impl Service {
     /// ready. Nothing is left running when this fails.
     pub async fn start(self) -> Result<Running> {
         if self.relay.is_some() && self.parts.outbox.is_none() {
-            return Err(Error::new(
-                ErrorKind::Config,
+            return Err(Error::config(
                 "the relay needs an outbox: give a database URL or an opened outbox",
             ));
         }
         let mut names = std::collections::HashSet::new();
         if let Some(c) = self.consumers.iter().find(|c| !names.insert(c.name())) {
-            return Err(Error::new(
-                ErrorKind::Config,
-                format!("two consumers are named {:?}", c.name()),
-            ));
+            return Err(Error::config(format!(
+                "two consumers are named {:?}",
+                c.name()
+            )));
         }
-        let workload = self.workload();
-        let (transport, owned) = match &self.parts.transport {
-            TransportSource::Given(t) => (t.clone(), false),
-            TransportSource::Opened(t) => (t.clone(), true),
+        let workload = self.workload()?;
+        let (transport, owned, exact_figures) = match &self.parts.transport {
+            TransportSource::Given(t) => (t.clone(), false, false),
+            TransportSource::Opened(t) => (t.clone(), true, true),
             TransportSource::Broker(endpoint) => {
-                let spec = TransportSpec::of(workload.clone());
+                let spec = TransportSpec {
+                    workload: workload.clone(),
+                    topology_text: self.parts.topology_text.clone(),
+                    fresh: self.parts.fresh,
+                    redelivery_after: self.parts.redelivery_after,
+                    // The store's log: a copy the broker dead-letters by itself keeps its
+                    // last error whichever process ingests it, and across restarts.
+                    last_errors: self.parts.store.as_ref().and_then(|s| s.last_errors()),
+                };
                 let registry = &self.parts.registry;
                 // The broker's side of the workload (stage queues with their delays, work
                 // queues, bindings), where the transport has a topology to apply.
-                match registry.topology(endpoint, &spec).await {
-                    Ok(topology) => {
-                        topology.apply().await.map_err(from_ops)?;
-                    }
-                    Err(e) if e.message.contains(NO_TOPOLOGY) => {}
-                    Err(e) => return Err(from_ops(e)),
+                if self.parts.declare_topology
+                    && let Some(topology) = registry.topology(endpoint, &spec).await?
+                {
+                    topology.apply().await?;
                 }
-                let t = registry
-                    .open_transport(endpoint, &spec)
-                    .await
-                    .map_err(from_ops)?;
-                (t, true)
+                (registry.open_transport(endpoint, &spec).await?, true, false)
             }
         };
-        match self.attach(transport.clone()).await {
+        let stack = Stack::new(
+            self.parts.store.clone(),
+            transport.clone(),
+            workload,
+            exact_figures,
+        );
+        match self.attach(stack).await {
             Ok(running) => Ok(running.owning_transport(owned)),
             Err(e) => {
                 if owned {
@@ -188,7 +243,8 @@ impl Service {
         }
     }
 
-    async fn attach(self, transport: Arc<dyn Transport>) -> Result<Running> {
+    async fn attach(self, stack: Stack) -> Result<Running> {
+        let transport = stack.transport().clone();
         let capabilities = transport.capabilities();
         // Every check before anything is attached.
         let mut built = Vec::with_capacity(self.consumers.len());
@@ -206,14 +262,20 @@ impl Service {
             let consumer = Consumer::for_transport(config, spec.handler, &capabilities)?;
             built.push((consumer, subscription));
         }
-        for (name, routes) in &self.elsewhere {
+        for (name, routes) in self
+            .parts
+            .elsewhere
+            .iter()
+            .filter(|_| self.parts.declare_topology)
+        {
             let routes: Vec<&str> = routes.iter().map(String::as_str).collect();
             transport
                 .bind(&Subscription::new(name.clone(), &routes))
                 .await?;
         }
         let (stop, stop_rx) = watch::channel(false);
-        let mut running = Running::new(transport.clone(), stop);
+        let mut running = Running::new(stack, stop);
+        let mut ingested = Vec::new();
         for (consumer, subscription) in built {
             let subscriber = match transport.subscribe(&subscription).await {
                 Ok(s) => s,
@@ -225,18 +287,28 @@ impl Service {
             let stats = consumer.stats();
             let rx = stop_rx.clone();
             let task = tokio::spawn(async move { consumer.run(subscriber, rx).await });
-            if let Some(parking) = &self.parts.parking {
-                let ingest = ParkingIngest::new(subscription.consumer.clone(), parking.clone());
-                let (t, rx) = (transport.clone(), stop_rx.clone());
-                running.push_task(tokio::spawn(
-                    async move { ingest.run(t.as_ref(), rx).await },
-                ));
-            }
+            ingested.push(subscription.consumer.clone());
             running.push_consumer(RunningConsumer {
                 name: subscription.consumer,
                 stats,
                 task,
             });
+        }
+        if self.ingest_elsewhere {
+            for (name, _) in &self.parts.elsewhere {
+                if !ingested.contains(name) {
+                    ingested.push(name.clone());
+                }
+            }
+        }
+        if let Some(parking) = &self.parts.parking {
+            for name in ingested {
+                let ingest = ParkingIngest::new(name, parking.clone());
+                let (t, rx) = (transport.clone(), stop_rx.clone());
+                running.push_task(tokio::spawn(
+                    async move { ingest.run(t.as_ref(), rx).await },
+                ));
+            }
         }
         if let (Some(config), Some(outbox)) = (self.relay, self.parts.outbox) {
             let relay = OutboxRelay::new(outbox, transport.publisher(), config);

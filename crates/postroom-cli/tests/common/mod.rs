@@ -244,7 +244,7 @@ pub async fn cleanup(prefix: &str) {
 /// The management API of the test broker.
 pub fn management_api() -> postroom_rabbitmq::ManagementApi {
     let broker = postroom_ops::Endpoint::broker(&amqp()).unwrap();
-    let url = postroom_ops::registry::rabbitmq::management_url(&broker).unwrap();
+    let url = postroom_rabbitmq::driver::management_url(&broker).unwrap();
     postroom_rabbitmq::ManagementApi::new(url.expose(), "/").unwrap()
 }
 

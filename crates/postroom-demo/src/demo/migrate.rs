@@ -23,10 +23,10 @@ use crate::shop::handlers::RejectionHandler;
 use crate::shop::{INVENTORY, INVENTORY_TOPICS, ORDERS, ORDERS_TOPICS};
 use crate::stack::{Stack, StackSpec, endpoints};
 use crate::verdict;
-use postroom_core::{OutboxRelay, ParkingIngest, Publisher, RelayConfig, Subscription, Transport};
+use postroom_core::{OutboxRelay, Publisher, RelayConfig, Subscription, Transport};
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::time::parse_ladder;
-use postroom_ops::{Endpoint, OpsError, OpsResult, Registry, TransportSpec, Workload};
+use postroom_ops::{Endpoint, OpsError, OpsResult, Workload};
 use std::ffi::OsString;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,8 +60,9 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
         prefetch: PREFETCH,
     })
     .await?;
-    let old: Arc<dyn Transport> = stack.pipeline.transport.clone();
-    let new = open_target(&stack, &to, workload, consumer::LEASE).await?;
+    let old: Arc<dyn Transport> = stack.pipeline.transport().clone();
+    let target = open_target(&stack, &to, workload, consumer::LEASE).await?;
+    let new: Arc<dyn Transport> = target.transport().clone();
     let mut migration = MigrationReport {
         from: old.name().into(),
         to: new.name().into(),
@@ -86,9 +87,6 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     let (first, rest) = all.split_at(n / 2);
     let (second, third) = rest.split_at(rest.len() * 2 / 3);
 
-    let (stop, stop_rx) = watch::channel(false);
-    let mut background: Vec<JoinHandle<()>> = stack.pipeline.spawn_parking_ingest(&stop_rx);
-    background.extend(spawn_parking_ingest(&stack, &new, &stop_rx));
     let kills = Arc::new(AtomicU64::new(0));
 
     // Step 1: everything on the old broker.
@@ -223,11 +221,9 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
 
     new_feed.stop().await;
     relay.stop().await;
-    let _ = stop.send(true);
-    for t in background {
-        let _ = t.await;
-    }
-    new.close().await;
+    // Both services' parking ingests stop here, before the report reads the parking lot.
+    target.shutdown().await;
+    stack.close().await;
 
     let mut report =
         checked_report(&stack, &ladder, &poison_ids, injected, &kills, started).await?;
@@ -261,41 +257,37 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
 }
 
 /// Open the broker to move to, for the same workload, from an empty state, with the shop's
-/// consumers bound before anything is published to it.
+/// consumers bound before anything is published to it: a second service over the same store,
+/// moving that broker's dead-lettered copies into the same parking lot while it runs.
 async fn open_target(
     stack: &Stack,
     endpoint: &Endpoint,
     workload: Workload,
     lease: Duration,
-) -> OpsResult<Arc<dyn Transport>> {
-    let mut spec = TransportSpec::of(workload);
-    spec.fresh = true;
-    spec.redelivery_after = Some(lease);
-    spec.last_errors = stack.pipeline.store.last_errors();
-    let transport = Registry::builtin().open_transport(endpoint, &spec).await?;
+) -> OpsResult<postroom::Running> {
+    let mut b = postroom::Service::builder()
+        .store(postroom_ops::store_of(&stack.pipeline)?.clone())
+        .broker_at(endpoint.clone())
+        .prefix(&workload.prefix)
+        .redelivery_after(lease)
+        .declare_topology(false)
+        .fresh();
+    if let Some(ladder) = &workload.ladder {
+        b = b.retry(postroom_core::RetryPolicy::default().ladder(ladder.clone()));
+    }
+    let mut service = b.open().await?;
+    for c in &workload.consumers {
+        let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
+        service = service.bind_for(&c.name, &routes);
+    }
+    let running = service.ingest_parked().start().await?;
     for (consumer, topics) in [(INVENTORY, INVENTORY_TOPICS), (ORDERS, ORDERS_TOPICS)] {
-        transport
+        running
+            .transport()
             .bind(&Subscription::new(consumer, topics).prefetch(PREFETCH))
             .await?;
     }
-    Ok(transport)
-}
-
-/// The parking ingest of the shop's consumers on `transport`.
-fn spawn_parking_ingest(
-    stack: &Stack,
-    transport: &Arc<dyn Transport>,
-    stop: &watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
-    [INVENTORY, ORDERS]
-        .into_iter()
-        .map(|c| {
-            let ingest = ParkingIngest::new(c, stack.parking.clone());
-            let transport = transport.clone();
-            let rx = stop.clone();
-            tokio::spawn(async move { ingest.run(transport.as_ref(), rx).await })
-        })
-        .collect()
+    Ok(running)
 }
 
 /// The orders service's consumer of rejections on `transport`, until `stop`.

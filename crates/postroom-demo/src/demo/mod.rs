@@ -64,7 +64,6 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     let poison_ids = produce(&stack, args.orders).await?;
 
     let (stop, stop_rx) = watch::channel(false);
-    let ingest_tasks = stack.pipeline.spawn_parking_ingest(&stop_rx);
     let relay = OutboxRelay::new(
         stack.outbox.clone(),
         stack.publisher(),
@@ -119,9 +118,8 @@ pub async fn run(args: DemoArgs, passwords: &PasswordArgs) -> OpsResult {
     }
     let _ = relay_task.await;
     let _ = orders_task.await;
-    for t in ingest_tasks {
-        let _ = t.await;
-    }
+    // The service's parking ingest stops here, before the report reads the parking lot.
+    stack.close().await;
 
     let mut report =
         checked_report(&stack, &ladder, &poison_ids, injected, &kills, started).await?;

@@ -88,7 +88,7 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
         prefetch: 8,
     })
     .await?;
-    let transport = stack.pipeline.transport.name();
+    let transport = stack.pipeline.transport().name();
     let restart = args
         .restart_broker
         .then(|| faults::Restart::of(transport, args.restart_command.as_deref()))
@@ -109,8 +109,6 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
             .unwrap_or_default(),
     );
     let env = ChildEnv { database, broker };
-    let (stop_ingest, stop_rx) = tokio::sync::watch::channel(false);
-    let ingest_tasks = stack.pipeline.spawn_parking_ingest(&stop_rx);
     let hold = stack.settle_hold();
     let mut quiet_since: Option<Instant> = None;
     let started = Instant::now();
@@ -202,10 +200,8 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
     {
         w.stop(Duration::from_secs(10)).await;
     }
-    let _ = stop_ingest.send(true);
-    for t in ingest_tasks {
-        let _ = t.await;
-    }
+    // The service's parking ingest stops here, before the parking lot is read.
+    stack.close().await;
     let timed_out = outcome.is_err();
     let (facts, parked) = match outcome {
         Ok(x) | Err(x) => x,

@@ -22,19 +22,3 @@ pub async fn ingest_all(
     }
     Ok(moved)
 }
-
-/// Move every consumer's dead-lettered copies of `pipeline`'s workload into its store until
-/// `shutdown` turns true (what `postroom ingest` runs). Where parking writes straight into
-/// the store there is nothing to move: it waits for the shutdown all the same, so that a
-/// supervisor sees a process that stays up.
-pub async fn run_ingest(pipeline: &crate::Pipeline, shutdown: tokio::sync::watch::Receiver<bool>) {
-    for task in pipeline.spawn_parking_ingest(&shutdown) {
-        let _ = task.await;
-    }
-    let mut stop = shutdown;
-    while !*stop.borrow() {
-        if stop.changed().await.is_err() {
-            break;
-        }
-    }
-}

@@ -7,16 +7,12 @@
 //! unknown when it was parked), and one older than the inbox's replay window is refused unless
 //! forced, since its inbox row may be purged and a repeat could no longer be recognised.
 
-use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::limits::check_rate;
-use crate::registry::{QueueOptions, Registry, Store};
-use crate::workload::TransportSpec;
+use postroom::Stack;
 use postroom_core::inbox::DEFAULT_REPLAY_WINDOW;
 use postroom_core::parking::redrive::{RedriveProgress, RedriveReport, RedriveSkip};
-use postroom_core::{
-    ParkedMessage, ParkingFilter, ParkingStore, Publisher, RedriveRun, Redriver, Transport,
-};
+use postroom_core::{ParkedMessage, ParkingFilter, ParkingStore, Publisher, RedriveRun, Redriver};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,23 +38,15 @@ impl Default for RedriveGuard {
 pub struct Redrive {
     store: Arc<dyn ParkingStore>,
     redriver: Redriver<dyn ParkingStore, dyn Publisher>,
-    transport: Arc<dyn Transport>,
 }
 
 impl Redrive {
-    /// Over `store`'s parking lot, sending through `broker` (opened for `spec`) or, without
-    /// one, through the store's own queue; each message checked against its consumer's inbox
-    /// in `store` as `guard` says.
-    pub async fn open(
-        registry: &Registry,
-        store: &dyn Store,
-        broker: Option<(&Endpoint, &TransportSpec)>,
-        guard: RedriveGuard,
-    ) -> OpsResult<Self> {
-        let transport = match broker {
-            Some((endpoint, spec)) => registry.open_transport(endpoint, spec).await?,
-            None => store.queue(&QueueOptions::default())?,
-        };
+    /// Over the parking lot of `stack`'s store, sending through its transport (a broker, or
+    /// the store's own queue); each message checked against its consumer's inbox in the store
+    /// as `guard` says.
+    pub fn open(stack: &Stack, guard: RedriveGuard) -> OpsResult<Self> {
+        let store = crate::store_of(stack)?;
+        let transport = stack.transport();
         let parking = store.parking();
         let mut redriver = Redriver::new(parking.clone(), transport.publisher())
             .replay_window(guard.replay_window)
@@ -69,7 +57,6 @@ impl Redrive {
         Ok(Self {
             redriver,
             store: parking,
-            transport,
         })
     }
 
@@ -120,10 +107,5 @@ impl Redrive {
                     format!("redrive run {} stopped: {}", run.id, stopped.message),
                 )
             })
-    }
-
-    /// Close the transport's connections.
-    pub async fn close(&self) {
-        self.transport.close().await;
     }
 }

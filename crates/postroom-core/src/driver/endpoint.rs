@@ -2,8 +2,8 @@
 //! store, a SQLite file path. An [`Endpoint`] may hold a password: it prints (`Display`,
 //! `Debug`) only its redacted form, and a parse error never echoes the text it was given.
 
-use crate::error::{OpsError, OpsResult};
-use crate::redact::redact;
+use super::redact::redact;
+use crate::error::{Error, Result};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -21,10 +21,10 @@ pub struct Endpoint {
 impl Endpoint {
     /// A database: a SQLite file path (`app.db`, `sqlite://app.db`, `sqlite:app.db`) or a URL
     /// (`postgres://…`).
-    pub fn database(raw: &str) -> OpsResult<Self> {
+    pub fn database(raw: &str) -> Result<Self> {
         let raw = raw.trim();
         if raw.is_empty() {
-            return Err(OpsError::usage(
+            return Err(Error::config(
                 "the database is empty: give a file path or a URL",
             ));
         }
@@ -33,7 +33,7 @@ impl Endpoint {
             .or_else(|| raw.strip_prefix("sqlite:"));
         if let Some(path) = sqlite_path {
             if path.is_empty() {
-                return Err(OpsError::usage("the SQLite database path is empty"));
+                return Err(Error::config("the SQLite database path is empty"));
             }
             return Ok(Self::file(path));
         }
@@ -45,10 +45,10 @@ impl Endpoint {
     }
 
     /// A broker URL (`amqp://…`, `amqps://…`).
-    pub fn broker(raw: &str) -> OpsResult<Self> {
+    pub fn broker(raw: &str) -> Result<Self> {
         let raw = raw.trim();
         if !raw.contains("://") {
-            return Err(OpsError::usage(
+            return Err(Error::config(
                 "the broker must be a URL such as amqp://user@host:5672/%2f",
             ));
         }
@@ -62,9 +62,9 @@ impl Endpoint {
         }
     }
 
-    fn url(what: &str, raw: &str) -> OpsResult<Self> {
+    fn url(what: &str, raw: &str) -> Result<Self> {
         let parsed = url::Url::parse(raw)
-            .map_err(|e| OpsError::usage(format!("bad {what} URL {}: {e}", redact(raw))))?;
+            .map_err(|e| Error::config(format!("bad {what} URL {}: {e}", redact(raw))))?;
         Ok(Self {
             scheme: parsed.scheme().to_ascii_lowercase(),
             text: raw.into(),
@@ -123,16 +123,15 @@ impl Endpoint {
     }
 
     /// The same URL with `password` set (percent-encoded as needed).
-    pub fn with_password(&self, password: &str) -> OpsResult<Self> {
+    pub fn with_password(&self, password: &str) -> Result<Self> {
         let mut u = self.parsed().ok_or_else(|| {
-            OpsError::usage(format!(
+            Error::config(format!(
                 "{} takes no password (it is a file, not a server)",
                 self.redacted()
             ))
         })?;
-        u.set_password(Some(password)).map_err(|()| {
-            OpsError::usage(format!("{} cannot carry a password", self.redacted()))
-        })?;
+        u.set_password(Some(password))
+            .map_err(|()| Error::config(format!("{} cannot carry a password", self.redacted())))?;
         Ok(Self {
             scheme: self.scheme.clone(),
             text: u.to_string(),
@@ -158,15 +157,15 @@ impl Endpoint {
     }
 
     /// The file path as a `PathBuf`, or an error naming what this is instead.
-    pub fn file_path(&self) -> OpsResult<PathBuf> {
+    pub fn file_path(&self) -> Result<PathBuf> {
         self.path()
             .map(Path::to_path_buf)
-            .ok_or_else(|| OpsError::usage(format!("{} is not a SQLite file", self.redacted())))
+            .ok_or_else(|| Error::config(format!("{} is not a SQLite file", self.redacted())))
     }
 }
 
 /// `s` with `%XX` escapes decoded (invalid escapes kept as they are).
-pub(crate) fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -245,10 +244,10 @@ mod tests {
     #[test]
     fn parse_errors_never_echo_the_password() {
         let e = Endpoint::database("postgres://app:hunter22@db:99999999/x").unwrap_err();
-        assert!(!e.message.contains("hunter22"), "{e}");
-        assert!(e.message.contains("app:***@db"), "{e}");
+        assert!(!e.message().contains("hunter22"), "{e}");
+        assert!(e.message().contains("app:***@db"), "{e}");
         let e = Endpoint::broker("amqp://u:hunter22@[::1/x").unwrap_err();
-        assert!(!e.message.contains("hunter22"), "{e}");
+        assert!(!e.message().contains("hunter22"), "{e}");
     }
 
     #[test]

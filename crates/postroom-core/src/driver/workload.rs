@@ -4,9 +4,9 @@
 //! `ladder` and `[[consumers]] name, bindings`; a transport reads its own keys (RabbitMQ:
 //! `exchange`, `retry_style`, `delivery_limit`, …) from the same text.
 
-use crate::error::{OpsError, OpsResult};
-use postroom_core::RetryLadder;
-use postroom_core::parking::LastErrorLog;
+use crate::error::{Error, Result};
+use crate::parking::LastErrorLog;
+use crate::retry::RetryLadder;
 use serde::Deserialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -99,19 +99,18 @@ pub struct TopologyFile {
 
 impl TopologyFile {
     /// Read and parse `path`.
-    pub fn read(path: &Path) -> OpsResult<Self> {
-        let text = crate::error::read_text(path, "topology")?;
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = read_text(path, "topology")?;
         Self::parse(&text).map_err(|e| e.context(path.display()))
     }
 
     /// Refuse, naming it, any key of `text` (a topology file) that is not a neutral one
     /// (`prefix`, `ladder`, `[[consumers]] name, bindings`), for `transport` that reads
     /// nothing else from the file; `hint` says where its own settings go instead.
-    pub fn only_neutral_keys(text: &str, transport: &str, hint: &str) -> OpsResult<()> {
-        let table: toml::Table =
-            toml::from_str(text).map_err(|e| OpsError::usage(e.to_string()))?;
+    pub fn only_neutral_keys(text: &str, transport: &str, hint: &str) -> Result<()> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| Error::config(e.to_string()))?;
         let refuse = |key: &str, known: &[&str]| {
-            OpsError::usage(format!(
+            Error::config(format!(
                 "topology file ({transport}): unknown key `{key}` (it reads {}; {hint})",
                 known.join(", ")
             ))
@@ -136,19 +135,19 @@ impl TopologyFile {
     }
 
     /// Parse topology TOML.
-    pub fn parse(text: &str) -> OpsResult<Self> {
-        let shape: FileShape = toml::from_str(text).map_err(|e| OpsError::usage(e.to_string()))?;
+    pub fn parse(text: &str) -> Result<Self> {
+        let shape: FileShape = toml::from_str(text).map_err(|e| Error::config(e.to_string()))?;
         let ladder = shape
             .ladder
             .as_deref()
-            .map(crate::time::parse_ladder)
+            .map(super::text::parse_ladder)
             .transpose()?;
         // Every transport names its queues, topics or durables after the consumer: a
         // consumer without a name, or two with one, is a mistake on any of them.
-        let mut seen = postroom_core::config_file::ConsumersSeen::new();
+        let mut seen = crate::config_file::ConsumersSeen::new();
         for (i, c) in shape.consumers.iter().enumerate() {
             if c.name.trim().is_empty() {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "[[consumers]] entry {}: the consumer name must not be empty",
                     i + 1
                 )));
@@ -171,6 +170,12 @@ impl TopologyFile {
             text: text.into(),
         })
     }
+}
+
+/// The text of the file at `path`; `what` names it in the error (`config`, `topology`).
+pub fn read_text(path: &Path, what: &str) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::config(format!("cannot read {what} file {}: {e}", path.display())))
 }
 
 /// How to open a transport.
@@ -246,7 +251,7 @@ mod tests {
     #[test]
     fn a_consumer_key_no_transport_reads_is_refused_by_name() {
         let e = TopologyFile::parse("[[consumers]]\nname = \"c\"\nroutes = [\"a\"]\n").unwrap_err();
-        assert!(e.message.contains("unknown field `routes`"), "{e}");
+        assert!(e.message().contains("unknown field `routes`"), "{e}");
         // `partitions` is RabbitMQ's and NATS's; the transports that have none refuse it.
         let f = TopologyFile::parse("[[consumers]]\nname = \"c\"\npartitions = 4\n").unwrap();
         assert_eq!(f.workload.consumers[0].name, "c");

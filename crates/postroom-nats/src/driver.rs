@@ -6,15 +6,15 @@
 //! `max_deliver`, `max_ack_pending`, `backoff`, `max_delay`, `duplicate_window`, `storage`,
 //! …, and a consumer's `partitions`). A key neither knows is refused by name.
 
-use super::{
+use crate::topology::reset::delete_workload;
+use crate::{NatsConfig, NatsConnection, NatsTransport, Topology};
+use postroom_core::driver::Endpoint;
+use postroom_core::driver::TransportSpec;
+use postroom_core::driver::{
     Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
 };
-use crate::endpoint::Endpoint;
-use crate::error::{OpsError, OpsResult};
-use crate::workload::TransportSpec;
+use postroom_core::{Error, Result};
 use postroom_core::{Transport, async_trait};
-use postroom_nats::topology::reset::delete_workload;
-use postroom_nats::{NatsConfig, NatsConnection, NatsTransport, Topology};
 use std::sync::Arc;
 
 /// Opens NATS JetStream transports.
@@ -25,7 +25,7 @@ pub struct NatsDriver;
 /// what the workload implies (a ladder longer than `max_delay` raises it, a ladder with more
 /// stages than `max_deliver` allows raises that, `spec.redelivery_after` is the `ack_wait`), each only
 /// where the file does not set the key itself.
-pub fn config_of(spec: &TransportSpec) -> OpsResult<NatsConfig> {
+pub fn config_of(spec: &TransportSpec) -> Result<NatsConfig> {
     let w = &spec.workload;
     let (mut config, explicit) = match &spec.topology_text {
         Some(text) => from_text(text, spec)?,
@@ -47,7 +47,7 @@ pub fn config_of(spec: &TransportSpec) -> OpsResult<NatsConfig> {
         let longest = ladder.delays().iter().copied().max().unwrap_or_default();
         if longest > config.max_delay {
             if set("max_delay") {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "topology file: the ladder's longest stage ({}) is longer than max_delay ({}): raise max_delay or shorten the ladder",
                     postroom_core::retry::ladder::format_duration(longest),
                     postroom_core::retry::ladder::format_duration(config.max_delay),
@@ -65,13 +65,13 @@ pub fn config_of(spec: &TransportSpec) -> OpsResult<NatsConfig> {
     }
     config
         .validate()
-        .map_err(|e| OpsError::usage(format!("NATS topology: {}", e.message())))?;
+        .map_err(|e| Error::config(format!("NATS topology: {}", e.message())))?;
     Ok(config)
 }
 
 /// The configuration of a topology file's text, and the NATS keys it set explicitly.
-fn from_text(text: &str, spec: &TransportSpec) -> OpsResult<(NatsConfig, Vec<String>)> {
-    let bad = |e: &dyn std::fmt::Display| OpsError::usage(format!("topology file (NATS): {e}"));
+fn from_text(text: &str, spec: &TransportSpec) -> Result<(NatsConfig, Vec<String>)> {
+    let bad = |e: &dyn std::fmt::Display| Error::config(format!("topology file (NATS): {e}"));
     let mut table: toml::Table = toml::from_str(text).map_err(|e| bad(&e))?;
     table.remove("ladder");
     let explicit: Vec<String> = table.keys().cloned().collect();
@@ -104,17 +104,17 @@ fn from_text(text: &str, spec: &TransportSpec) -> OpsResult<(NatsConfig, Vec<Str
 
 /// Refuse what a `nats://` URL could carry but postroom does not read: a path, or a query
 /// (the client would drop it silently; every NATS setting is a topology file key).
-pub fn check_url(endpoint: &Endpoint) -> OpsResult {
+pub fn check_url(endpoint: &Endpoint) -> Result {
     let url = url::Url::parse(endpoint.expose())
-        .map_err(|e| OpsError::usage(format!("broker {}: {e}", endpoint.redacted())))?;
+        .map_err(|e| Error::config(format!("broker {}: {e}", endpoint.redacted())))?;
     if !matches!(url.path(), "" | "/") {
-        return Err(OpsError::usage(format!(
+        return Err(Error::config(format!(
             "broker {}: a NATS URL has no path (stream names come from the workload)",
             endpoint.redacted()
         )));
     }
     if let Some((key, _)) = url.query_pairs().next() {
-        return Err(OpsError::usage(format!(
+        return Err(Error::config(format!(
             "broker {}: a NATS URL takes no settings, not {key:?}: ack_wait, max_deliver and the rest are keys of the topology file",
             endpoint.redacted()
         )));
@@ -122,7 +122,7 @@ pub fn check_url(endpoint: &Endpoint) -> OpsResult {
     Ok(())
 }
 
-async fn connect(endpoint: &Endpoint) -> OpsResult<NatsConnection> {
+async fn connect(endpoint: &Endpoint) -> Result<NatsConnection> {
     check_url(endpoint)?;
     NatsConnection::connect(endpoint.expose(), "postroom")
         .await
@@ -137,15 +137,15 @@ impl Driver for NatsDriver {
     fn schemes(&self) -> &'static [&'static str] {
         &["nats"]
     }
+
+    fn url_help(&self) -> &'static str {
+        "nats://host:4222 (NATS JetStream)"
+    }
 }
 
 #[async_trait]
 impl TransportDriver for NatsDriver {
-    async fn open(
-        &self,
-        endpoint: &Endpoint,
-        spec: &TransportSpec,
-    ) -> OpsResult<Arc<dyn Transport>> {
+    async fn open(&self, endpoint: &Endpoint, spec: &TransportSpec) -> Result<Arc<dyn Transport>> {
         let config = config_of(spec)?;
         let conn = connect(endpoint).await?;
         if spec.fresh {
@@ -161,20 +161,20 @@ impl TransportDriver for NatsDriver {
         &self,
         endpoint: &Endpoint,
         spec: &TransportSpec,
-    ) -> OpsResult<Box<dyn TopologyPlan>> {
+    ) -> Result<Option<Box<dyn TopologyPlan>>> {
         let config = config_of(spec)?;
         let conn = connect(endpoint).await?;
-        Ok(Box::new(Planned(Topology::new(conn, config)?)))
+        Ok(Some(Box::new(Planned(Topology::new(conn, config)?))))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{TopologyFile, Workload};
+    use postroom_core::driver::{TopologyFile, Workload};
     use std::time::Duration;
 
-    fn file(text: &str) -> OpsResult<NatsConfig> {
+    fn file(text: &str) -> Result<NatsConfig> {
         config_of(&TransportSpec::from_file(TopologyFile::parse(text)?))
     }
 
@@ -183,25 +183,9 @@ mod tests {
         check_url(&Endpoint::broker("nats://127.0.0.1:4222").unwrap()).unwrap();
         check_url(&Endpoint::broker("nats://u:p@127.0.0.1:4222/").unwrap()).unwrap();
         let e = check_url(&Endpoint::broker("nats://h:4222?max_deliver=3").unwrap()).unwrap_err();
-        assert!(e.message.contains("\"max_deliver\""), "{e}");
+        assert!(e.message().contains("\"max_deliver\""), "{e}");
         let e = check_url(&Endpoint::broker("nats://h:4222/s").unwrap()).unwrap_err();
-        assert!(e.message.contains("no path"), "{e}");
-    }
-
-    #[test]
-    fn the_builtin_registry_opens_nats_urls() {
-        let r = crate::Registry::builtin();
-        assert_eq!(
-            r.transport_schemes()
-                .iter()
-                .filter(|s| **s == "nats")
-                .count(),
-            1
-        );
-        let d = r
-            .transport_driver(&Endpoint::broker("nats://127.0.0.1:4222").unwrap())
-            .unwrap();
-        assert_eq!(d.name(), "nats");
+        assert!(e.message().contains("no path"), "{e}");
     }
 
     #[test]
@@ -222,14 +206,14 @@ mod tests {
     #[test]
     fn a_key_nats_does_not_know_is_refused_by_name() {
         let e = file("prefix = \"shop\"\nexchange = \"orders\"\n").unwrap_err();
-        assert!(e.message.contains("exchange"), "{e}");
+        assert!(e.message().contains("exchange"), "{e}");
         let e =
             file("prefix = \"shop\"\n[[consumers]]\nname = \"a\"\nqueue = \"x\"\n").unwrap_err();
-        assert!(e.message.contains("queue"), "{e}");
+        assert!(e.message().contains("queue"), "{e}");
         let e = file("prefix = \"a.b\"\n").unwrap_err();
-        assert!(e.message.contains("NATS prefix"), "{e}");
+        assert!(e.message().contains("NATS prefix"), "{e}");
         let e = file("prefix = \"shop\"\nconsumers = 3\n").unwrap_err();
-        assert!(e.message.contains("consumers"), "{e}");
+        assert!(e.message().contains("consumers"), "{e}");
     }
 
     #[test]
@@ -259,6 +243,6 @@ mod tests {
             file("prefix = \"p\"\nladder = \"1s\"\nmax_deliver = 3\nack_wait = \"9s\"\n").unwrap();
         assert_eq!((c.max_deliver, c.ack_wait), (3, Duration::from_secs(9)));
         let e = file("prefix = \"p\"\nladder = \"2h\"\nmax_delay = \"1h\"\n").unwrap_err();
-        assert!(e.message.contains("max_delay"), "{e}");
+        assert!(e.message().contains("max_delay"), "{e}");
     }
 }

@@ -1,10 +1,10 @@
 //! PostgreSQL: the outbox, the parking lot and a queue in tables named with a prefix.
 
-use super::{Driver, QueueOptions, Store, StoreDriver, StoreOptions, cannot_reach};
-use crate::endpoint::Endpoint;
-use crate::error::OpsResult;
+use crate::{InboxQueue, InboxQueueConfig, OrderedMode, PgOptions, PgQueue, PgStore, TablePrefix};
+use postroom_core::Result;
+use postroom_core::driver::Endpoint;
+use postroom_core::driver::{Driver, QueueOptions, Store, StoreDriver, StoreOptions, cannot_reach};
 use postroom_core::{InboxLookup, OutboxStore, ParkingStore, Transport, async_trait};
-use postroom_postgres::{InboxQueue, InboxQueueConfig, OrderedMode, PgQueue, PgStore, TablePrefix};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -20,20 +20,26 @@ impl Driver for PostgresDriver {
     fn schemes(&self) -> &'static [&'static str] {
         &["postgres", "postgresql"]
     }
+
+    fn url_help(&self) -> &'static str {
+        "postgres://user@host:5432/db (PostgreSQL; ?sslmode=verify-full&sslrootcert=ca.pem for TLS)"
+    }
 }
 
 #[async_trait(?Send)]
 impl StoreDriver for PostgresDriver {
     /// Connect and apply pending migrations under the table prefix.
-    async fn open(&self, endpoint: &Endpoint, options: &StoreOptions) -> OpsResult<Arc<dyn Store>> {
-        let prefix = match &options.table_prefix {
-            Some(p) => TablePrefix::new(p)?,
-            None => TablePrefix::default(),
-        };
-        let base = PgStore::connect(endpoint.expose())
+    async fn open(&self, endpoint: &Endpoint, options: &StoreOptions) -> Result<Arc<dyn Store>> {
+        let mut pg = PgOptions::default();
+        if let Some(p) = &options.table_prefix {
+            pg = pg.prefix(TablePrefix::new(p)?);
+        }
+        if let Some(n) = options.max_connections {
+            pg = pg.max_connections(n);
+        }
+        let store = PgStore::connect_with(endpoint.expose(), pg)
             .await
             .map_err(|e| cannot_reach("PostgreSQL", endpoint, e))?;
-        let store = PgStore::from_pool(base.pool().clone(), prefix);
         store
             .migrate()
             .await
@@ -78,7 +84,7 @@ impl Store for PgDatabase {
         Arc::new(self.store.parking())
     }
 
-    fn queue(&self, options: &QueueOptions) -> OpsResult<Arc<dyn Transport>> {
+    fn queue(&self, options: &QueueOptions) -> Result<Arc<dyn Transport>> {
         let config = options.apply(PgQueue::defaults());
         Ok(Arc::new(self.store.queue(config)?))
     }
@@ -91,7 +97,7 @@ impl Store for PgDatabase {
         &self,
         consumer: &str,
         ordered: bool,
-    ) -> OpsResult<Arc<dyn postroom_core::InboxFeed>> {
+    ) -> Result<Arc<dyn postroom_core::InboxFeed>> {
         let decoder = postroom_core::EnvelopeDecoder::new();
         let mut config =
             InboxQueueConfig::new(postroom_core::ConsumerConfig::new(consumer, decoder));

@@ -5,15 +5,15 @@
 //! The URL names one bootstrap broker; `?brokers=h2:9092,h3:9092` adds more, `?partitions=N`
 //! and `?replication=N` set how created topics are made (defaults 1 and 1).
 
-use super::{
+use crate::topology::{Consumers, admin, delete_groups, delete_topics};
+use crate::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
+use postroom_core::driver::Endpoint;
+use postroom_core::driver::{
     Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
 };
-use crate::endpoint::Endpoint;
-use crate::error::{OpsError, OpsResult};
-use crate::workload::{TopologyFile, TransportSpec};
+use postroom_core::driver::{TopologyFile, TransportSpec};
+use postroom_core::{Error, Result};
 use postroom_core::{Transport, async_trait};
-use postroom_kafka::topology::{Consumers, admin, delete_groups, delete_topics};
-use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
 use std::sync::Arc;
 
 /// Opens Kafka transports.
@@ -21,15 +21,15 @@ use std::sync::Arc;
 pub struct KafkaDriver;
 
 /// The Kafka settings a `kafka://` URL and a workload give.
-pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConfig> {
+pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> Result<KafkaConfig> {
     let url = url::Url::parse(broker.expose())
-        .map_err(|e| OpsError::usage(format!("broker {}: {e}", broker.redacted())))?;
+        .map_err(|e| Error::config(format!("broker {}: {e}", broker.redacted())))?;
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| OpsError::usage(format!("broker {}: no host", broker.redacted())))?;
+        .ok_or_else(|| Error::config(format!("broker {}: no host", broker.redacted())))?;
     if !matches!(url.path(), "" | "/") {
-        return Err(OpsError::usage(format!(
+        return Err(Error::config(format!(
             "broker {}: a Kafka URL has no path (topic names come from the workload)",
             broker.redacted()
         )));
@@ -51,7 +51,7 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConf
                 .ok()
                 .filter(|n| *n >= 1)
                 .ok_or_else(|| {
-                    OpsError::usage(format!(
+                    Error::config(format!(
                         "broker {}: {key} must be a whole number from 1 to {}, not {value:?}",
                         broker.redacted(),
                         i32::MAX
@@ -68,7 +68,7 @@ pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConf
             "partitions" => config.partitions = number()?,
             "replication" => config.replication = number()?,
             other => {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "broker {}: unknown setting {other:?} (known: brokers, partitions, replication)",
                     broker.redacted()
                 )));
@@ -97,15 +97,15 @@ impl Driver for KafkaDriver {
     fn schemes(&self) -> &'static [&'static str] {
         &["kafka"]
     }
+
+    fn url_help(&self) -> &'static str {
+        "kafka://host:9092 (Kafka)"
+    }
 }
 
 #[async_trait]
 impl TransportDriver for KafkaDriver {
-    async fn open(
-        &self,
-        endpoint: &Endpoint,
-        spec: &TransportSpec,
-    ) -> OpsResult<Arc<dyn Transport>> {
+    async fn open(&self, endpoint: &Endpoint, spec: &TransportSpec) -> Result<Arc<dyn Transport>> {
         let config = config_of(endpoint, spec)?;
         // Reach the cluster first (its metadata, within seconds): a broker nobody answers at
         // is named now, not after the admin client's request timeout on the first topic.
@@ -140,19 +140,19 @@ impl TransportDriver for KafkaDriver {
         &self,
         endpoint: &Endpoint,
         spec: &TransportSpec,
-    ) -> OpsResult<Box<dyn TopologyPlan>> {
+    ) -> Result<Option<Box<dyn TopologyPlan>>> {
         let config = config_of(endpoint, spec)?;
-        Ok(Box::new(Planned(Topology::new(
+        Ok(Some(Box::new(Planned(Topology::new(
             &config,
             consumers_of(spec),
-        )?)))
+        )?))))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{TopologyFile, Workload};
+    use postroom_core::driver::{TopologyFile, Workload};
 
     fn spec() -> TransportSpec {
         TransportSpec::of(Workload::new("shop", "5s".parse().unwrap()).consumer("c", &["a.b"]))
@@ -193,8 +193,8 @@ mod tests {
             ),
         ] {
             let e = of(text).unwrap_err();
-            assert!(e.message.contains(key), "{text}: {e}");
-            assert!(e.message.contains("?partitions=N"), "{e}");
+            assert!(e.message().contains(key), "{text}: {e}");
+            assert!(e.message().contains("?partitions=N"), "{e}");
         }
     }
 
@@ -208,7 +208,7 @@ mod tests {
             ("kafka://k/topic", "no path"),
         ] {
             let e = config_of(&Endpoint::broker(url).unwrap(), &spec()).unwrap_err();
-            assert!(e.message.contains(needle), "{url}: {e}");
+            assert!(e.message().contains(needle), "{url}: {e}");
         }
     }
 }

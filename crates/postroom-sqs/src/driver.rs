@@ -15,19 +15,19 @@
 //! otherwise. `sqs+fifo://` makes the queues FIFO (order within an aggregate's message group);
 //! so does `fifo = true` in a topology file. Everything else (visibility timeout, retention,
 //! `max_receive_count`) comes from the topology file's SQS keys (see
-//! [`postroom_sqs::TopologyConfig`]); a workload without a file gets the defaults, with its
+//! [`crate::TopologyConfig`]); a workload without a file gets the defaults, with its
 //! consumers and their routes. Every process of a workload derives the routes (which
 //! consumer's queue a topic goes to) from that same workload, so a relay in one process
 //! routes to the queues a consumer in another reads.
 
-use super::{
+use crate::{SqsTransport, Topology, TopologyConfig};
+use postroom_core::driver::Endpoint;
+use postroom_core::driver::TransportSpec;
+use postroom_core::driver::{
     Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
 };
-use crate::endpoint::Endpoint;
-use crate::error::{OpsError, OpsResult};
-use crate::workload::TransportSpec;
+use postroom_core::{Error, Result};
 use postroom_core::{Transport, async_trait};
-use postroom_sqs::{SqsTransport, Topology, TopologyConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,28 +55,28 @@ fn is_loopback(host: &str) -> bool {
 }
 
 /// Parse an `sqs://` or `sqs+fifo://` URL.
-pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
+pub fn parse_url(broker: &Endpoint) -> Result<SqsUrl> {
     let fifo = match broker.scheme() {
         "sqs" => false,
         "sqs+fifo" => true,
         other => {
-            return Err(OpsError::usage(format!(
+            return Err(Error::config(format!(
                 "{} is not an SQS URL (scheme {other})",
                 broker.redacted()
             )));
         }
     };
     let url = url::Url::parse(broker.expose())
-        .map_err(|e| OpsError::usage(format!("bad SQS URL {}: {e}", broker.redacted())))?;
+        .map_err(|e| Error::config(format!("bad SQS URL {}: {e}", broker.redacted())))?;
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(OpsError::usage(format!(
+        return Err(Error::config(format!(
             "{}: an SQS URL takes no user or password; credentials come from the AWS \
              environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)",
             broker.redacted()
         )));
     }
     if !matches!(url.path(), "" | "/") {
-        return Err(OpsError::usage(format!(
+        return Err(Error::config(format!(
             "{}: an SQS URL has no path (queue names come from the workload)",
             broker.redacted()
         )));
@@ -86,7 +86,7 @@ pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
     for (k, v) in url.query_pairs() {
         match k.as_ref() {
             "region" if v.is_empty() => {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "{}: region needs a value (us-east-1, say), or leave it out to take the AWS environment's",
                     broker.redacted()
                 )));
@@ -97,7 +97,7 @@ pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
                     "true" | "1" | "on" => true,
                     "false" | "0" | "off" => false,
                     _ => {
-                        return Err(OpsError::usage(format!(
+                        return Err(Error::config(format!(
                             "{}: tls must be true or false",
                             broker.redacted()
                         )));
@@ -105,7 +105,7 @@ pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
                 });
             }
             other => {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "{}: unknown SQS URL parameter {other:?} (known: region, tls)",
                     broker.redacted()
                 )));
@@ -115,7 +115,7 @@ pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
     let endpoint = match url.host_str().filter(|h| !h.is_empty()) {
         None => {
             if tls.is_some() {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "{}: tls= needs a host (without one the AWS environment names the endpoint)",
                     broker.redacted()
                 )));
@@ -141,18 +141,18 @@ pub fn parse_url(broker: &Endpoint) -> OpsResult<SqsUrl> {
 
 /// `text` without the keys every transport shares and SQS does not read (`ladder`: the
 /// consumers' retry delays, kept by visibility timeouts).
-fn sqs_keys(text: &str) -> OpsResult<String> {
+fn sqs_keys(text: &str) -> Result<String> {
     let mut table: toml::Table =
-        toml::from_str(text).map_err(|e| OpsError::usage(format!("topology file: {e}")))?;
+        toml::from_str(text).map_err(|e| Error::config(format!("topology file: {e}")))?;
     table.remove("ladder");
-    toml::to_string(&table).map_err(|e| OpsError::usage(format!("topology file: {e}")))
+    toml::to_string(&table).map_err(|e| Error::config(format!("topology file: {e}")))
 }
 
 /// The SQS topology of `spec` on `url`.
-pub fn config_of(url: &SqsUrl, spec: &TransportSpec) -> OpsResult<TopologyConfig> {
+pub fn config_of(url: &SqsUrl, spec: &TransportSpec) -> Result<TopologyConfig> {
     let mut config = match &spec.topology_text {
         Some(text) => TopologyConfig::from_toml(&sqs_keys(text)?)
-            .map_err(|e| OpsError::usage(format!("topology file (SQS): {}", e.message())))?,
+            .map_err(|e| Error::config(format!("topology file (SQS): {}", e.message())))?,
         None => {
             let w = &spec.workload;
             let config = TopologyConfig {
@@ -175,10 +175,10 @@ pub fn config_of(url: &SqsUrl, spec: &TransportSpec) -> OpsResult<TopologyConfig
     Ok(config)
 }
 
-async fn prepare(endpoint: &Endpoint, spec: &TransportSpec) -> OpsResult<Topology> {
+async fn prepare(endpoint: &Endpoint, spec: &TransportSpec) -> Result<Topology> {
     let url = parse_url(endpoint)?;
     let config = config_of(&url, spec)?;
-    let client = postroom_sqs::client::connect_to(url.endpoint.as_deref(), url.region.as_deref())
+    let client = crate::client::connect_to(url.endpoint.as_deref(), url.region.as_deref())
         .await
         .map_err(|e| cannot_reach("SQS", endpoint, e))?;
     Ok(Topology::new(client, config)?)
@@ -192,15 +192,15 @@ impl Driver for SqsDriver {
     fn schemes(&self) -> &'static [&'static str] {
         &["sqs", "sqs+fifo"]
     }
+
+    fn url_help(&self) -> &'static str {
+        "sqs://host:port?region=R or sqs+fifo:// (Amazon SQS; sqs://aws?region=R for AWS itself)"
+    }
 }
 
 #[async_trait]
 impl TransportDriver for SqsDriver {
-    async fn open(
-        &self,
-        endpoint: &Endpoint,
-        spec: &TransportSpec,
-    ) -> OpsResult<Arc<dyn Transport>> {
+    async fn open(&self, endpoint: &Endpoint, spec: &TransportSpec) -> Result<Arc<dyn Transport>> {
         let topology = prepare(endpoint, spec).await?;
         if spec.fresh {
             // The workload's names belong to this run: its queues as the topology says, and
@@ -225,17 +225,17 @@ impl TransportDriver for SqsDriver {
         &self,
         endpoint: &Endpoint,
         spec: &TransportSpec,
-    ) -> OpsResult<Box<dyn TopologyPlan>> {
-        Ok(Box::new(Planned(prepare(endpoint, spec).await?)))
+    ) -> Result<Option<Box<dyn TopologyPlan>>> {
+        Ok(Some(Box::new(Planned(prepare(endpoint, spec).await?))))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{TopologyFile, Workload};
+    use postroom_core::driver::{TopologyFile, Workload};
 
-    fn parsed(url: &str) -> OpsResult<SqsUrl> {
+    fn parsed(url: &str) -> Result<SqsUrl> {
         parse_url(&Endpoint::broker(url).unwrap())
     }
 
@@ -267,13 +267,13 @@ mod tests {
         );
         assert_eq!(parsed("sqs://").unwrap().endpoint, None);
         let e = parsed("sqs://AKIAXX:s3cr3tkey@127.0.0.1:5000").unwrap_err();
-        assert!(e.message.contains("no user or password"), "{e}");
-        assert!(!e.message.contains("s3cr3tkey"), "{e}");
+        assert!(e.message().contains("no user or password"), "{e}");
+        assert!(!e.message().contains("s3cr3tkey"), "{e}");
         assert!(parsed("sqs://h/queue").is_err());
         assert!(parsed("sqs://h?colour=red").is_err());
         assert!(parsed("sqs://h?tls=maybe").is_err());
         let e = parsed("sqs://h?region=").unwrap_err();
-        assert!(e.message.contains("region needs a value"), "{e}");
+        assert!(e.message().contains("region needs a value"), "{e}");
     }
 
     #[test]
@@ -303,6 +303,6 @@ mod tests {
         assert!(!c.fifo);
         let rabbit = TopologyFile::parse("prefix = \"shop\"\nexchange = \"orders\"\n").unwrap();
         let e = config_of(&plain, &TransportSpec::from_file(rabbit)).unwrap_err();
-        assert!(e.message.contains("exchange"), "{e}");
+        assert!(e.message().contains("exchange"), "{e}");
     }
 }

@@ -2,8 +2,8 @@
 //! broker URL is trusted for the API's https certificate too (one CA file for both links),
 //! on a RabbitMQ node the test starts for itself with a CA made in the test.
 
-use postroom_ops::Endpoint;
-use postroom_ops::registry::rabbitmq::management_api;
+use postroom_core::driver::Endpoint;
+use postroom_rabbitmq::driver::management_api;
 use postroom_testkit::servers::{RabbitNode, TestCa};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,11 +2,11 @@
 //! server; credentials from the AWS environment, as `scripts/test.sh` sets them): two
 //! transports opened separately for one workload — as a relay process and a consumer process
 //! would — agree on the routes, because both derive them from the workload; a fresh open
-//! empties the workload's queues; the topology plans and applies through the registry.
-#![cfg(feature = "sqs")]
+//! empties the workload's queues; the topology plans and applies through the driver.
 
+use postroom_core::driver::{Endpoint, TransportDriver, TransportSpec, Workload};
 use postroom_core::{OutgoingMessage, Subscriber, Subscription, Transport};
-use postroom_ops::{Endpoint, Registry, TransportSpec, Workload};
+use postroom_sqs::driver::SqsDriver;
 use std::time::{Duration, Instant};
 
 fn broker() -> Endpoint {
@@ -67,12 +67,13 @@ async fn received(t: &dyn Transport, consumer: &str, routes: &[&str], want: usiz
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn separate_transports_of_one_workload_route_alike_and_fresh_empties_the_queues() {
-    let registry = Registry::builtin();
+    let driver = SqsDriver;
     let w = workload();
-    let plan = registry
+    let plan = driver
         .topology(&broker(), &TransportSpec::of(w.clone()))
         .await
-        .unwrap();
+        .unwrap()
+        .expect("SQS has a topology to plan");
     assert_eq!(
         plan.plan().await.unwrap().len(),
         4,
@@ -82,8 +83,8 @@ async fn separate_transports_of_one_workload_route_alike_and_fresh_empties_the_q
     assert!(plan.plan().await.unwrap().is_empty(), "nothing left to do");
 
     // The "relay process": its own transport, nothing bound at run time.
-    let relay = registry
-        .open_transport(&broker(), &TransportSpec::of(w.clone()))
+    let relay = driver
+        .open(&broker(), &TransportSpec::of(w.clone()))
         .await
         .unwrap();
     relay
@@ -97,10 +98,7 @@ async fn separate_transports_of_one_workload_route_alike_and_fresh_empties_the_q
         .await
         .unwrap();
     let unroutable = TransportSpec::of(Workload::new(w.prefix.clone(), "1s".parse().unwrap()));
-    let lone = registry
-        .open_transport(&broker(), &unroutable)
-        .await
-        .unwrap();
+    let lone = driver.open(&broker(), &unroutable).await.unwrap();
     assert!(
         lone.publisher()
             .publish(&message("order.created"))
@@ -110,8 +108,8 @@ async fn separate_transports_of_one_workload_route_alike_and_fresh_empties_the_q
     );
 
     // The "consumer process": another transport of the same workload.
-    let consumer = registry
-        .open_transport(&broker(), &TransportSpec::of(w.clone()))
+    let consumer = driver
+        .open(&broker(), &TransportSpec::of(w.clone()))
         .await
         .unwrap();
     assert_eq!(
@@ -126,8 +124,8 @@ async fn separate_transports_of_one_workload_route_alike_and_fresh_empties_the_q
         .publish(&message("order.created"))
         .await
         .unwrap();
-    let fresh = registry
-        .open_transport(&broker(), &TransportSpec::of(w.clone()).fresh())
+    let fresh = driver
+        .open(&broker(), &TransportSpec::of(w.clone()).fresh())
         .await
         .unwrap();
     assert_eq!(

@@ -7,15 +7,15 @@
 //! broker URL's `cacertfile` is trusted for the API's certificate too, unless the API's URL
 //! names a CA file of its own.
 
-use super::{
+use crate::tls::ca_file_of;
+use crate::{Broker, ManagementApi, RabbitTransport, Topology, TopologyConfig};
+use postroom_core::driver::Endpoint;
+use postroom_core::driver::TransportSpec;
+use postroom_core::driver::{
     Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
 };
-use crate::endpoint::Endpoint;
-use crate::error::{OpsError, OpsResult};
-use crate::workload::TransportSpec;
+use postroom_core::{Error, Result};
 use postroom_core::{Transport, async_trait};
-use postroom_rabbitmq::tls::ca_file_of;
-use postroom_rabbitmq::{Broker, ManagementApi, RabbitTransport, Topology, TopologyConfig};
 use std::sync::Arc;
 
 /// The variable that names the management API explicitly.
@@ -27,17 +27,17 @@ pub struct RabbitDriver;
 
 /// The management API of the broker at `broker`: [`BROKER_API_ENV`] when set, else derived
 /// from the broker URL. Refuses plain http for a TLS broker.
-pub fn management_url(broker: &Endpoint) -> OpsResult<Endpoint> {
+pub fn management_url(broker: &Endpoint) -> Result<Endpoint> {
     management_url_from(broker, std::env::var(BROKER_API_ENV).ok().as_deref())
 }
 
 /// [`management_url`] with the variable's value given.
-pub fn management_url_from(broker: &Endpoint, explicit: Option<&str>) -> OpsResult<Endpoint> {
+pub fn management_url_from(broker: &Endpoint, explicit: Option<&str>) -> Result<Endpoint> {
     let tls = broker.scheme() == "amqps";
     if let Some(explicit) = explicit {
         let api = Endpoint::broker(explicit).map_err(|e| e.context(BROKER_API_ENV))?;
         if tls && api.scheme() != "https" {
-            return Err(OpsError::usage(format!(
+            return Err(Error::config(format!(
                 "{BROKER_API_ENV} is {} but the broker is amqps://: the management API must be \
                  https, or its password crosses the network in the clear",
                 api.redacted()
@@ -55,7 +55,7 @@ pub fn management_url_from(broker: &Endpoint, explicit: Option<&str>) -> OpsResu
         ("http", 15672)
     };
     let mut api = url::Url::parse(&format!("{scheme}://{host}:{port}"))
-        .map_err(|e| OpsError::usage(format!("management API of {broker}: {e}")))?;
+        .map_err(|e| Error::config(format!("management API of {broker}: {e}")))?;
     let (user, password) = match broker.user() {
         Some(u) => (u, broker.password().unwrap_or_default()),
         None => ("guest".into(), "guest".into()),
@@ -75,7 +75,7 @@ pub fn vhost_of(broker: &Endpoint) -> String {
     let path = url::Url::parse(broker.expose())
         .map(|u| u.path().trim_start_matches('/').to_string())
         .unwrap_or_default();
-    let decoded = crate::endpoint::percent_decode(&path);
+    let decoded = postroom_core::driver::endpoint::percent_decode(&path);
     if decoded.is_empty() {
         "/".into()
     } else {
@@ -84,10 +84,10 @@ pub fn vhost_of(broker: &Endpoint) -> String {
 }
 
 /// The topology configuration of `spec` on `broker`.
-pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<TopologyConfig> {
+pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> Result<TopologyConfig> {
     if let Some(text) = &spec.topology_text {
         return TopologyConfig::from_toml(text)
-            .map_err(|e| OpsError::usage(format!("topology file (RabbitMQ): {}", e.message())));
+            .map_err(|e| Error::config(format!("topology file (RabbitMQ): {}", e.message())));
     }
     let w = &spec.workload;
     let mut config = TopologyConfig {
@@ -111,14 +111,12 @@ pub fn management_api(
     broker: &Endpoint,
     explicit: Option<&str>,
     vhost: &str,
-) -> OpsResult<ManagementApi> {
+) -> Result<ManagementApi> {
     let url = management_url_from(broker, explicit)?;
-    let named = |e: postroom_core::Error| {
-        OpsError::from(e).context(format!("management API {}", url.redacted()))
-    };
+    let named = |e: Error| e.context(format_args!("management API {}", url.redacted()));
     let api = ManagementApi::new(url.expose(), vhost).map_err(named)?;
     let api_ca = ca_file_of(url.expose()).map_err(named)?;
-    match ca_file_of(broker.expose()).map_err(OpsError::from)? {
+    match ca_file_of(broker.expose())? {
         Some(ca) if api_ca.is_none() => api.with_ca_file(&ca).map_err(named),
         _ => Ok(api),
     }
@@ -135,24 +133,24 @@ const AMQP_NUMBERS: [&str; 4] = [
 
 /// Refuse an AMQP URL setting the client would drop silently (a misspelt one) or a number it
 /// cannot read, naming it.
-pub fn check_url(broker: &Endpoint) -> OpsResult {
+pub fn check_url(broker: &Endpoint) -> Result {
     let url = url::Url::parse(broker.expose())
-        .map_err(|e| OpsError::usage(format!("broker {}: {e}", broker.redacted())))?;
+        .map_err(|e| Error::config(format!("broker {}: {e}", broker.redacted())))?;
     for (key, value) in url.query_pairs() {
         let key = key.as_ref();
         if AMQP_NUMBERS.contains(&key) {
             if value.parse::<u32>().is_err() {
-                return Err(OpsError::usage(format!(
+                return Err(Error::config(format!(
                     "broker {}: {key} must be a whole number, not {value:?}",
                     broker.redacted()
                 )));
             }
-        } else if key != "auth_mechanism" && key != postroom_rabbitmq::tls::CA_FILE_PARAM {
-            return Err(OpsError::usage(format!(
+        } else if key != "auth_mechanism" && key != crate::tls::CA_FILE_PARAM {
+            return Err(Error::config(format!(
                 "broker {}: unknown setting {key:?} (known: {}, auth_mechanism, {})",
                 broker.redacted(),
                 AMQP_NUMBERS.join(", "),
-                postroom_rabbitmq::tls::CA_FILE_PARAM
+                crate::tls::CA_FILE_PARAM
             )));
         }
     }
@@ -160,7 +158,7 @@ pub fn check_url(broker: &Endpoint) -> OpsResult {
 }
 
 /// The topology configuration of `spec` and the management API that applies it.
-fn prepare(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<(TopologyConfig, ManagementApi)> {
+fn prepare(broker: &Endpoint, spec: &TransportSpec) -> Result<(TopologyConfig, ManagementApi)> {
     check_url(broker)?;
     let config = config_of(broker, spec)?;
     let explicit = std::env::var(BROKER_API_ENV).ok();
@@ -176,15 +174,15 @@ impl Driver for RabbitDriver {
     fn schemes(&self) -> &'static [&'static str] {
         &["amqp", "amqps"]
     }
+
+    fn url_help(&self) -> &'static str {
+        "amqp://user@host:5672/%2f or amqps:// (RabbitMQ; topology through the management plugin)"
+    }
 }
 
 #[async_trait]
 impl TransportDriver for RabbitDriver {
-    async fn open(
-        &self,
-        endpoint: &Endpoint,
-        spec: &TransportSpec,
-    ) -> OpsResult<Arc<dyn Transport>> {
+    async fn open(&self, endpoint: &Endpoint, spec: &TransportSpec) -> Result<Arc<dyn Transport>> {
         let (config, api) = prepare(endpoint, spec)?;
         let broker = Broker::connect(endpoint.expose())
             .await
@@ -203,9 +201,9 @@ impl TransportDriver for RabbitDriver {
         &self,
         endpoint: &Endpoint,
         spec: &TransportSpec,
-    ) -> OpsResult<Box<dyn TopologyPlan>> {
+    ) -> Result<Option<Box<dyn TopologyPlan>>> {
         let (config, api) = prepare(endpoint, spec)?;
-        Ok(Box::new(Planned(Topology::new(config, api)?)))
+        Ok(Some(Box::new(Planned(Topology::new(config, api)?))))
     }
 }
 
@@ -218,11 +216,11 @@ mod tests {
         let ok = "amqps://u:p@mq:5671/%2f?heartbeat=10&connection_timeout=5000&auth_mechanism=plain&cacertfile=/ca.pem";
         check_url(&Endpoint::broker(ok).unwrap()).unwrap();
         let e = check_url(&Endpoint::broker("amqp://u:p@mq/%2f?hearbeat=10").unwrap()).unwrap_err();
-        assert!(e.message.contains("\"hearbeat\""), "{e}");
-        assert!(!e.message.contains(":p@"), "{e}");
+        assert!(e.message().contains("\"hearbeat\""), "{e}");
+        assert!(!e.message().contains(":p@"), "{e}");
         let e = check_url(&Endpoint::broker("amqp://mq/%2f?heartbeat=soon").unwrap()).unwrap_err();
         assert!(
-            e.message.contains("heartbeat must be a whole number"),
+            e.message().contains("heartbeat must be a whole number"),
             "{e}"
         );
     }
@@ -251,7 +249,7 @@ mod tests {
         let tls = Endpoint::broker("amqps://u:p@mq/%2f").unwrap();
         let e = management_url_from(&tls, Some("http://u:p@mq:15672")).unwrap_err();
         assert!(
-            e.message.contains("must be https") && !e.message.contains(":p@"),
+            e.message().contains("must be https") && !e.message().contains(":p@"),
             "{e}"
         );
         let given = management_url_from(&tls, Some("https://u:p@mq:443")).unwrap();

@@ -1,10 +1,10 @@
 //! The embedded store: a SQLite file holding the outbox, the parking lot and a queue.
 
-use super::{Driver, QueueOptions, Store, StoreDriver, StoreOptions, cannot_reach};
-use crate::endpoint::{Endpoint, SQLITE};
-use crate::error::{OpsError, OpsResult};
+use crate::{SqliteQueue, SqliteStore};
+use postroom_core::driver::{Driver, QueueOptions, Store, StoreDriver, StoreOptions, cannot_reach};
+use postroom_core::driver::{Endpoint, SQLITE};
+use postroom_core::{Error, Result};
 use postroom_core::{InboxLookup, OutboxStore, ParkingStore, Transport, async_trait};
-use postroom_sqlite::{SqliteQueue, SqliteStore};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -20,14 +20,18 @@ impl Driver for SqliteDriver {
     fn schemes(&self) -> &'static [&'static str] {
         &[SQLITE]
     }
+
+    fn url_help(&self) -> &'static str {
+        "a SQLite file path (app.db, sqlite:app.db): the embedded store, no server"
+    }
 }
 
 #[async_trait(?Send)]
 impl StoreDriver for SqliteDriver {
-    async fn open(&self, endpoint: &Endpoint, options: &StoreOptions) -> OpsResult<Arc<dyn Store>> {
+    async fn open(&self, endpoint: &Endpoint, options: &StoreOptions) -> Result<Arc<dyn Store>> {
         let path = endpoint.file_path()?;
         if options.must_exist && !path.exists() {
-            return Err(OpsError::usage(format!(
+            return Err(Error::config(format!(
                 "database {} does not exist (pass --database or set POSTROOM_DATABASE)",
                 path.display()
             )));
@@ -67,7 +71,7 @@ impl Store for SqliteFile {
         Arc::new(self.store.clone())
     }
 
-    fn queue(&self, options: &QueueOptions) -> OpsResult<Arc<dyn Transport>> {
+    fn queue(&self, options: &QueueOptions) -> Result<Arc<dyn Transport>> {
         let config = options.apply(SqliteQueue::defaults());
         Ok(Arc::new(self.store.queue_with(config)?))
     }
