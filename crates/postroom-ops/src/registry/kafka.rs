@@ -3,7 +3,9 @@
 //! producer and a consumer group per consumer.
 //!
 //! The URL names one bootstrap broker; `?brokers=h2:9092,h3:9092` adds more, `?partitions=N`
-//! and `?replication=N` set how created topics are made (defaults 1 and 1).
+//! and `?replication=N` set how created topics are made (defaults 3 and 1); `kafka+ssl://`,
+//! `security_protocol`, `sasl_mechanism`, `cacertfile`, `certfile` and `keyfile` secure the
+//! connection (`postroom_kafka::settings`).
 
 use super::{
     Driver, Planned, TopologyPlan, TransportDriver, cannot_reach, with_workload_consumers,
@@ -12,6 +14,7 @@ use crate::endpoint::Endpoint;
 use crate::error::{OpsError, OpsResult};
 use crate::workload::{TopologyFile, TransportSpec};
 use postroom_core::{Transport, async_trait};
+use postroom_kafka::settings::{FileSettings, from_url, split_file};
 use postroom_kafka::topology::{Consumers, admin, delete_groups, delete_topics};
 use postroom_kafka::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
 use std::sync::Arc;
@@ -20,66 +23,29 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KafkaDriver;
 
-/// The Kafka settings a `kafka://` URL and a workload give.
+/// The Kafka settings a `kafka://` URL, the topology file's `[kafka]` table and a workload
+/// give (parsed by `postroom_kafka::settings`).
 pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> OpsResult<KafkaConfig> {
-    let url = url::Url::parse(broker.expose())
-        .map_err(|e| OpsError::usage(format!("broker {}: {e}", broker.redacted())))?;
-    let host = url
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| OpsError::usage(format!("broker {}: no host", broker.redacted())))?;
-    if !matches!(url.path(), "" | "/") {
-        return Err(OpsError::usage(format!(
-            "broker {}: a Kafka URL has no path (topic names come from the workload)",
-            broker.redacted()
-        )));
-    }
-    let mut brokers = vec![format!("{host}:{}", url.port().unwrap_or(9092))];
+    let usage = |e: postroom_core::Error| {
+        OpsError::usage(format!("broker {}: {}", broker.redacted(), e.message()))
+    };
+    let mut file = FileSettings::default();
     if let Some(text) = &spec.topology_text {
+        let (kafka, rest) = split_file(text).map_err(|e| OpsError::usage(e.message()))?;
         TopologyFile::only_neutral_keys(
-            text,
+            &rest,
             "Kafka",
-            "topic settings come from the broker URL: ?partitions=N&replication=N",
+            "its own settings go in a [kafka] table or the broker URL",
         )?;
+        file = kafka;
     }
     let w = &spec.workload;
-    let mut config = KafkaConfig::new(String::new()).prefix(w.prefix.clone());
-    for (key, value) in url.query_pairs() {
-        let number = || {
-            value
-                .parse::<i32>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| {
-                    OpsError::usage(format!(
-                        "broker {}: {key} must be a whole number from 1 to {}, not {value:?}",
-                        broker.redacted(),
-                        i32::MAX
-                    ))
-                })
-        };
-        match key.as_ref() {
-            "brokers" => brokers.extend(
-                value
-                    .split(',')
-                    .filter(|b| !b.is_empty())
-                    .map(str::to_string),
-            ),
-            "partitions" => config.partitions = number()?,
-            "replication" => config.replication = number()?,
-            other => {
-                return Err(OpsError::usage(format!(
-                    "broker {}: unknown setting {other:?} (known: brokers, partitions, replication)",
-                    broker.redacted()
-                )));
-            }
-        }
-    }
-    config.brokers = brokers.join(",");
+    let mut config = from_url(broker.expose(), &file).map_err(usage)?;
+    config.prefix = w.prefix.clone();
     if let Some(ladder) = &w.ladder {
         config.ladder = ladder.clone();
     }
-    config.validate()?;
+    config.validate().map_err(usage)?;
     Ok(config)
 }
 
@@ -95,7 +61,7 @@ impl Driver for KafkaDriver {
     }
 
     fn schemes(&self) -> &'static [&'static str] {
-        &["kafka"]
+        &["kafka", "kafka+ssl"]
     }
 }
 
@@ -159,14 +125,25 @@ mod tests {
     }
 
     #[test]
-    fn the_url_gives_brokers_and_topic_settings() {
+    fn the_url_gives_brokers_topic_settings_and_the_workload() {
         let e = Endpoint::broker("kafka://k1:9093?brokers=k2:9092,k3:9092&partitions=4").unwrap();
         let c = config_of(&e, &spec()).unwrap();
         assert_eq!(c.brokers, "k1:9093,k2:9092,k3:9092");
         assert_eq!((c.partitions, c.replication), (4, 1));
         assert_eq!(c.prefix, "shop");
-        let plain = config_of(&Endpoint::broker("kafka://127.0.0.1").unwrap(), &spec()).unwrap();
-        assert_eq!(plain.brokers, "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_used_or_refused_never_dropped() {
+        let e = Endpoint::broker("kafka://app:S3CRET-pw@k?sasl_mechanism=PLAIN").unwrap();
+        let c = config_of(&e, &spec()).unwrap();
+        assert_eq!(c.security.sasl.unwrap().username, "app");
+        let e = Endpoint::broker("kafka://app@k").unwrap();
+        let err = config_of(&e, &spec()).unwrap_err();
+        assert!(err.message.contains("POSTROOM_BROKER_PASSWORD"), "{err}");
+        let e = Endpoint::broker("kafka://app:S3CRET-pw@k").unwrap();
+        let err = config_of(&e, &spec()).unwrap_err();
+        assert!(!err.to_string().contains("S3CRET"), "{err}");
     }
 
     #[test]
@@ -194,21 +171,7 @@ mod tests {
         ] {
             let e = of(text).unwrap_err();
             assert!(e.message.contains(key), "{text}: {e}");
-            assert!(e.message.contains("?partitions=N"), "{e}");
-        }
-    }
-
-    #[test]
-    fn bad_settings_are_clear_errors() {
-        for (url, needle) in [
-            ("kafka://k?partitions=0", "partitions must be"),
-            ("kafka://k?partitions=x", "partitions must be"),
-            ("kafka://k?linger=5", "unknown setting"),
-            ("kafka://k?partitions=2147483648", "from 1 to 2147483647"),
-            ("kafka://k/topic", "no path"),
-        ] {
-            let e = config_of(&Endpoint::broker(url).unwrap(), &spec()).unwrap_err();
-            assert!(e.message.contains(needle), "{url}: {e}");
+            assert!(e.message.contains("[kafka] table"), "{e}");
         }
     }
 }

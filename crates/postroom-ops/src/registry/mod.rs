@@ -234,13 +234,14 @@ pub trait TransportDriver: Driver {
 /// Schemes postroom knows, with the cargo feature that brings their driver (for a clear
 /// error when a build was made without it) and, for a broker that is never a database, the
 /// broker's name (for a clear error when its address is given as the database).
-const KNOWN: [(&str, &str, Option<&str>); 9] = [
+const KNOWN: [(&str, &str, Option<&str>); 10] = [
     ("sqlite", "sqlite", None),
     ("postgres", "postgres", None),
     ("postgresql", "postgres", None),
     ("amqp", "rabbitmq", Some("RabbitMQ")),
     ("amqps", "rabbitmq", Some("RabbitMQ")),
     ("kafka", "kafka", Some("Kafka")),
+    ("kafka+ssl", "kafka", Some("Kafka")),
     ("nats", "nats", Some("NATS")),
     ("sqs", "sqs", Some("SQS")),
     ("sqs+fifo", "sqs", Some("SQS")),
