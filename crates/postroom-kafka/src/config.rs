@@ -25,6 +25,19 @@ pub enum RetryOrdering {
     PerKeyRetry,
 }
 
+/// Who makes the workload's topics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TopicProvisioning {
+    /// postroom creates missing topics through the admin API (CreateTopics) with the
+    /// configured partitions, replication and retention.
+    #[default]
+    Create,
+    /// An operator provisions them (the application may not create topics, or the broker has
+    /// no admin API): postroom creates nothing and checks that every topic exists with at
+    /// least the configured partitions, and a delivery ledger with exactly one.
+    Existing,
+}
+
 /// One workload on a Kafka cluster.
 #[derive(Clone, Debug)]
 pub struct KafkaConfig {
@@ -50,6 +63,8 @@ pub struct KafkaConfig {
     pub commit_interval: Duration,
     /// Retry ordering policy of consumers.
     pub ordering: RetryOrdering,
+    /// Who makes the workload's topics.
+    pub topics: TopicProvisioning,
     /// TLS and SASL of every client.
     pub security: KafkaSecurity,
     /// Extra librdkafka properties for every client (tuning), set after the security ones.
@@ -81,6 +96,7 @@ impl KafkaConfig {
             session_timeout: Duration::from_secs(10),
             commit_interval: Duration::from_millis(200),
             ordering: RetryOrdering::RetryTopics,
+            topics: TopicProvisioning::Create,
             security: KafkaSecurity::default(),
             extra: Vec::new(),
         }

@@ -11,6 +11,7 @@
 //! |---|---|
 //! | `brokers` (URL only) | more bootstrap brokers, `host:port,…` |
 //! | `partitions`, `replication` | how created topics are made (defaults 3 and 1) |
+//! | `topics` (URL only) | `create` (default: through the admin API) or `existing` (provisioned by an operator: checked, never created) |
 //! | `security_protocol` | `plaintext`, `ssl`, `sasl_plaintext`, `sasl_ssl`; `kafka+ssl://` means TLS, a user in the URL means SASL |
 //! | `sasl_mechanism` | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` (required with a user) |
 //! | `cacertfile` | CA certificates (PEM) the brokers' certificates must chain to; without it, the system's |
@@ -21,7 +22,7 @@
 //! command line). A user without a password, or a password without a user, is an error: no
 //! credential is ever dropped silently. No error repeats the URL.
 
-use crate::config::KafkaConfig;
+use crate::config::{KafkaConfig, TopicProvisioning};
 use crate::security::{
     KafkaSecurity, SaslCredentials, SaslMechanism, SaslPassword, SecurityProtocol,
 };
@@ -142,9 +143,20 @@ pub fn from_url(url: &str, file: &FileSettings) -> Result<KafkaConfig> {
             "cacertfile" => ca = Some(PathBuf::from(value.as_ref())),
             "certfile" => cert = Some(PathBuf::from(value.as_ref())),
             "keyfile" => key = Some(PathBuf::from(value.as_ref())),
+            "topics" => {
+                config.topics = match value.as_ref() {
+                    "create" => TopicProvisioning::Create,
+                    "existing" => TopicProvisioning::Existing,
+                    other => {
+                        return Err(bad(format!(
+                            "topics must be create or existing, not {other:?}"
+                        )));
+                    }
+                }
+            }
             other => {
                 return Err(bad(format!(
-                    "unknown setting {other:?} (known: brokers, partitions, replication, security_protocol, sasl_mechanism, cacertfile, certfile, keyfile)"
+                    "unknown setting {other:?} (known: brokers, partitions, replication, topics, security_protocol, sasl_mechanism, cacertfile, certfile, keyfile)"
                 )));
             }
         }
