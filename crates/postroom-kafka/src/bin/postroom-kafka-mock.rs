@@ -7,7 +7,8 @@
 //! | command | what |
 //! |---|---|
 //! | `create-topic <topic> <partitions> <replication>` | make a topic (the mock has no CreateTopics) |
-//! | `leader <topic> <partition> <broker-id or none>` | move a partition's leader |
+//! | `leader <topic> <partition> <broker-id>` | move a partition's leader (none: the mock of librdkafka 2.12.1 crashes on a produce to a partition without one) |
+//! | `coordinator <group> <broker-id>` | make a broker the coordinator of a consumer group |
 //! | `down <broker-id>`, `up <broker-id>` | take a broker down (its connections are closed and refused) and up |
 //! | `request-errors <api> <code>…` | the next requests of `api` (`Produce`, `Fetch`, `OffsetCommit`, …) fail with these Kafka error codes, one each |
 //! | `clear-request-errors <api>` | forget the errors still queued for `api` |
@@ -17,7 +18,7 @@
 //! It ends when standard input closes, so a test that dies takes its broker with it. The
 //! mock keeps everything in memory; it has no TLS and no SASL.
 
-use rdkafka::mocking::MockCluster;
+use rdkafka::mocking::{MockCluster, MockCoordinator};
 use rdkafka::producer::DefaultProducerContext;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use std::io::{BufRead, Write};
@@ -74,12 +75,9 @@ fn run(cluster: &MockCluster<'static, DefaultProducerContext>, line: &str) -> Re
     let done = |r: rdkafka::error::KafkaResult<()>| r.map_err(|e| e.to_string());
     match words.first().copied() {
         Some("create-topic") => done(cluster.create_topic(word(1)?, int(2)?, int(3)?)),
-        Some("leader") => {
-            let broker = match word(3)? {
-                "none" => None,
-                _ => Some(int(3)?),
-            };
-            done(cluster.partition_leader(word(1)?, int(2)?, broker))
+        Some("leader") => done(cluster.partition_leader(word(1)?, int(2)?, Some(int(3)?))),
+        Some("coordinator") => {
+            done(cluster.coordinator(MockCoordinator::Group(word(1)?.to_string()), int(2)?))
         }
         Some("down") => done(cluster.broker_down(int(1)?)),
         Some("up") => done(cluster.broker_up(int(1)?)),

@@ -100,9 +100,9 @@ impl KafkaMockCluster {
         self.must(&format!("leader {topic} {partition} {broker}"));
     }
 
-    /// Leave `topic`'s `partition` without a leader (unavailable), or give it one again.
-    pub fn leaderless(&self, topic: &str, partition: i32) {
-        self.must(&format!("leader {topic} {partition} none"));
+    /// Make `broker` the coordinator of consumer group `group`.
+    pub fn coordinator(&self, group: &str, broker: i32) {
+        self.must(&format!("coordinator {group} {broker}"));
     }
 
     /// Take `broker` down: its connections are closed and new ones refused.
