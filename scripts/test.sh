@@ -16,9 +16,10 @@ if ! command -v cc >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq build-essential curl >/dev/null; }
 fi
 
-# librdkafka (postroom-kafka) is built from source: it needs cmake.
-if ! command -v cmake >/dev/null 2>&1; then
-  [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq cmake pkg-config >/dev/null; }
+# librdkafka and its OpenSSL (postroom-kafka) are built from source by their own configure
+# scripts: a C compiler, make and perl are all they need (no cmake, no -dev packages).
+if ! command -v make >/dev/null 2>&1 || ! command -v perl >/dev/null 2>&1; then
+  [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq make perl >/dev/null; }
 fi
 
 bash scripts/services.sh all

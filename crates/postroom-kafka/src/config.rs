@@ -2,6 +2,7 @@
 //! and group names, the retry ladder (one topic per stage), how topics are created, and the
 //! ordering policy of retries.
 
+use crate::security::KafkaSecurity;
 use postroom_core::{Error, ErrorKind, Result, RetryLadder};
 use std::time::Duration;
 
@@ -22,6 +23,19 @@ pub enum RetryOrdering {
     /// flowing. The chain of a key lives in the consumer process: after a restart a copy
     /// waiting in a retry topic is handled when due, with the version guard as the backstop.
     PerKeyRetry,
+}
+
+/// Who makes the workload's topics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TopicProvisioning {
+    /// postroom creates missing topics through the admin API (CreateTopics) with the
+    /// configured partitions, replication and retention.
+    #[default]
+    Create,
+    /// An operator provisions them (the application may not create topics, or the broker has
+    /// no admin API): postroom creates nothing and checks that every topic exists with at
+    /// least the configured partitions, and a delivery ledger with exactly one.
+    Existing,
 }
 
 /// One workload on a Kafka cluster.
@@ -49,7 +63,11 @@ pub struct KafkaConfig {
     pub commit_interval: Duration,
     /// Retry ordering policy of consumers.
     pub ordering: RetryOrdering,
-    /// Extra librdkafka properties for every client (TLS, SASL, tuning).
+    /// Who makes the workload's topics.
+    pub topics: TopicProvisioning,
+    /// TLS and SASL of every client.
+    pub security: KafkaSecurity,
+    /// Extra librdkafka properties for every client (tuning), set after the security ones.
     pub extra: Vec<(String, String)>,
 }
 
@@ -63,20 +81,23 @@ postroom_core::setters!(KafkaConfig {
 });
 
 impl KafkaConfig {
-    /// A workload on `brokers`, no prefix, the default ladder, one partition, replication 1.
+    /// A workload on `brokers` in plaintext, no prefix, the default ladder, topics of three
+    /// partitions (so that keys spread and per-key order is what holds), replication 1.
     #[must_use]
     pub fn new(brokers: impl Into<String>) -> Self {
         Self {
             brokers: brokers.into(),
             prefix: String::new(),
             ladder: RetryLadder::default(),
-            partitions: 1,
+            partitions: 3,
             replication: 1,
             retention: None,
             revoke_wait: Duration::from_secs(10),
             session_timeout: Duration::from_secs(10),
             commit_interval: Duration::from_millis(200),
             ordering: RetryOrdering::RetryTopics,
+            topics: TopicProvisioning::Create,
+            security: KafkaSecurity::default(),
             extra: Vec::new(),
         }
     }
@@ -108,11 +129,18 @@ impl KafkaConfig {
                 ),
             ));
         }
-        Ok(())
+        self.security.validate()
+    }
+
+    /// Set the security settings.
+    #[must_use]
+    pub fn security(mut self, security: KafkaSecurity) -> Self {
+        self.security = security;
+        self
     }
 
     /// The librdkafka client settings shared by every client of this workload (brokers,
-    /// client id, the extra properties).
+    /// client id, security, the extra properties).
     #[must_use]
     pub fn client_config(&self) -> rdkafka::ClientConfig {
         self.client()
@@ -122,6 +150,7 @@ impl KafkaConfig {
         let mut c = rdkafka::ClientConfig::new();
         c.set("bootstrap.servers", &self.brokers);
         c.set("client.id", "postroom");
+        self.security.apply(&mut c);
         for (k, v) in &self.extra {
             c.set(k, v);
         }

@@ -3,7 +3,9 @@
 //! producer and a consumer group per consumer.
 //!
 //! The URL names one bootstrap broker; `?brokers=h2:9092,h3:9092` adds more, `?partitions=N`
-//! and `?replication=N` set how created topics are made (defaults 1 and 1).
+//! and `?replication=N` set how created topics are made (defaults 3 and 1); `kafka+ssl://`,
+//! `security_protocol`, `sasl_mechanism`, `cacertfile`, `certfile` and `keyfile` secure the
+//! connection (`postroom_kafka::settings`).
 
 use crate::topology::{Consumers, admin, delete_groups, delete_topics};
 use crate::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
@@ -14,72 +16,34 @@ use postroom_core::driver::{
 use postroom_core::driver::{TopologyFile, TransportSpec};
 use postroom_core::{Error, Result};
 use postroom_core::{Transport, async_trait};
+use crate::settings::{FileSettings, from_url, split_file};
 use std::sync::Arc;
 
 /// Opens Kafka transports.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KafkaDriver;
 
-/// The Kafka settings a `kafka://` URL and a workload give.
+/// The Kafka settings a `kafka://` URL, the topology file's `[kafka]` table and a workload
+/// give (parsed by `postroom_kafka::settings`).
 pub fn config_of(broker: &Endpoint, spec: &TransportSpec) -> Result<KafkaConfig> {
-    let url = url::Url::parse(broker.expose())
-        .map_err(|e| Error::config(format!("broker {}: {e}", broker.redacted())))?;
-    let host = url
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| Error::config(format!("broker {}: no host", broker.redacted())))?;
-    if !matches!(url.path(), "" | "/") {
-        return Err(Error::config(format!(
-            "broker {}: a Kafka URL has no path (topic names come from the workload)",
-            broker.redacted()
-        )));
-    }
-    let mut brokers = vec![format!("{host}:{}", url.port().unwrap_or(9092))];
+    let usage = |e: Error| Error::config(format!("broker {}: {}", broker.redacted(), e.message()));
+    let mut file = FileSettings::default();
     if let Some(text) = &spec.topology_text {
+        let (kafka, rest) = split_file(text)?;
         TopologyFile::only_neutral_keys(
-            text,
+            &rest,
             "Kafka",
-            "topic settings come from the broker URL: ?partitions=N&replication=N",
+            "its own settings go in a [kafka] table or the broker URL",
         )?;
+        file = kafka;
     }
     let w = &spec.workload;
-    let mut config = KafkaConfig::new(String::new()).prefix(w.prefix.clone());
-    for (key, value) in url.query_pairs() {
-        let number = || {
-            value
-                .parse::<i32>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| {
-                    Error::config(format!(
-                        "broker {}: {key} must be a whole number from 1 to {}, not {value:?}",
-                        broker.redacted(),
-                        i32::MAX
-                    ))
-                })
-        };
-        match key.as_ref() {
-            "brokers" => brokers.extend(
-                value
-                    .split(',')
-                    .filter(|b| !b.is_empty())
-                    .map(str::to_string),
-            ),
-            "partitions" => config.partitions = number()?,
-            "replication" => config.replication = number()?,
-            other => {
-                return Err(Error::config(format!(
-                    "broker {}: unknown setting {other:?} (known: brokers, partitions, replication)",
-                    broker.redacted()
-                )));
-            }
-        }
-    }
-    config.brokers = brokers.join(",");
+    let mut config = from_url(broker.expose(), &file).map_err(usage)?;
+    config.prefix = w.prefix.clone();
     if let Some(ladder) = &w.ladder {
         config.ladder = ladder.clone();
     }
-    config.validate()?;
+    config.validate().map_err(usage)?;
     Ok(config)
 }
 
@@ -95,11 +59,11 @@ impl Driver for KafkaDriver {
     }
 
     fn schemes(&self) -> &'static [&'static str] {
-        &["kafka"]
+        &["kafka", "kafka+ssl"]
     }
 
     fn url_help(&self) -> &'static str {
-        "kafka://host:9092 (Kafka)"
+        "kafka://host:9092 or kafka+ssl:// (Kafka; ?sasl_mechanism=SCRAM-SHA-512 for SASL, the password from POSTROOM_BROKER_PASSWORD)"
     }
 }
 
@@ -159,14 +123,25 @@ mod tests {
     }
 
     #[test]
-    fn the_url_gives_brokers_and_topic_settings() {
+    fn the_url_gives_brokers_topic_settings_and_the_workload() {
         let e = Endpoint::broker("kafka://k1:9093?brokers=k2:9092,k3:9092&partitions=4").unwrap();
         let c = config_of(&e, &spec()).unwrap();
         assert_eq!(c.brokers, "k1:9093,k2:9092,k3:9092");
         assert_eq!((c.partitions, c.replication), (4, 1));
         assert_eq!(c.prefix, "shop");
-        let plain = config_of(&Endpoint::broker("kafka://127.0.0.1").unwrap(), &spec()).unwrap();
-        assert_eq!(plain.brokers, "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_used_or_refused_never_dropped() {
+        let e = Endpoint::broker("kafka://app:S3CRET-pw@k?sasl_mechanism=PLAIN").unwrap();
+        let c = config_of(&e, &spec()).unwrap();
+        assert_eq!(c.security.sasl.unwrap().username, "app");
+        let e = Endpoint::broker("kafka://app@k").unwrap();
+        let err = config_of(&e, &spec()).unwrap_err();
+        assert!(err.message().contains("POSTROOM_BROKER_PASSWORD"), "{err}");
+        let e = Endpoint::broker("kafka://app:S3CRET-pw@k").unwrap();
+        let err = config_of(&e, &spec()).unwrap_err();
+        assert!(!err.to_string().contains("S3CRET"), "{err}");
     }
 
     #[test]
@@ -194,21 +169,7 @@ mod tests {
         ] {
             let e = of(text).unwrap_err();
             assert!(e.message().contains(key), "{text}: {e}");
-            assert!(e.message().contains("?partitions=N"), "{e}");
-        }
-    }
-
-    #[test]
-    fn bad_settings_are_clear_errors() {
-        for (url, needle) in [
-            ("kafka://k?partitions=0", "partitions must be"),
-            ("kafka://k?partitions=x", "partitions must be"),
-            ("kafka://k?linger=5", "unknown setting"),
-            ("kafka://k?partitions=2147483648", "from 1 to 2147483647"),
-            ("kafka://k/topic", "no path"),
-        ] {
-            let e = config_of(&Endpoint::broker(url).unwrap(), &spec()).unwrap_err();
-            assert!(e.message().contains(needle), "{url}: {e}");
+            assert!(e.message().contains("[kafka] table"), "{e}");
         }
     }
 }

@@ -48,17 +48,25 @@
 //! blocking (the partition waits for the failed record); per-key ordered retry (later records
 //! of a key follow it into the retry path, other keys flow).
 //!
-//! **The broker in tests** is tansu 0.6 (`bash scripts/services.sh kafka`, memory only). What
-//! was seen of it: librdkafka 2.4 and later crash on the leader hints it puts in fetch
-//! responses, so librdkafka is pinned to 2.3.0 (`rdkafka-sys` 4.7); a group join takes about
-//! 5 s; a member that joins while another leaves, or leaves while the group rebalances, can
-//! stall the group (no assignment within 30 s), so a closing subscriber waits (bounded) for
-//! its consumer to leave before returning; producing to a missing topic creates it with the
-//! broker's default partitions, so topics are created (`bind`, `Topology::apply`) first.
+//! **Security** ([`security`], [`settings`]): `kafka+ssl://` or `security_protocol=` for TLS
+//! (brokers' certificates and names verified; `cacertfile=` names the CA, else the system's
+//! roots), `certfile=`/`keyfile=` for a client certificate, a user in the URL for SASL
+//! (`sasl_mechanism=PLAIN|SCRAM-SHA-256|SCRAM-SHA-512`) with its password from the environment
+//! or a file, never printed.
 //!
-//! **Building.** librdkafka is built from source and linked statically (`rdkafka` feature
-//! `cmake-build`): a C compiler, `cmake`, `make` and `pkg-config` are needed (Debian:
-//! `apt-get install build-essential cmake pkg-config`); no system librdkafka is used.
+//! **Brokers in tests**: tansu 0.6 (`bash scripts/services.sh kafka`, memory only) and
+//! librdkafka's mock cluster run as a process of its own (`postroom-kafka-mock`, several
+//! brokers, leaders moved and brokers taken down on command). What was seen of tansu: a group
+//! join takes about 5 s; a member that joins while another leaves, or leaves while the group
+//! rebalances, can stall the group (no assignment within 30 s), so a closing subscriber waits
+//! (bounded) for its consumer to leave before returning; producing to a missing topic creates
+//! it with the broker's default partitions, so topics are created (`bind`, `Topology::apply`)
+//! first. librdkafka 2.4 and 2.5 crashed on its fetch responses; 2.12 does not.
+//!
+//! **Building.** librdkafka is built from source by its own configure script and linked
+//! statically, with TLS and SASL over an OpenSSL that is built from source too: a C compiler,
+//! `make` and `perl` are all it needs (Debian: `apt-get install build-essential perl`); no
+//! cmake, no system librdkafka or OpenSSL.
 //!
 //! ```no_run
 //! # async fn demo() -> postroom_core::Result<()> {
@@ -84,14 +92,17 @@ pub mod error;
 pub mod headers;
 pub mod naming;
 pub mod producer;
+pub mod security;
+pub mod settings;
 pub mod topology;
 pub mod tracker;
 pub mod transport;
 
-pub use config::{KafkaConfig, RetryOrdering};
+pub use config::{KafkaConfig, RetryOrdering, TopicProvisioning};
 pub use consumer::{KafkaDelivery, KafkaSubscriber, SubscriberSpec};
 pub use naming::ConsumerTopics;
 pub use producer::{KafkaProducer, Outbound};
+pub use security::{KafkaSecurity, SaslMechanism, SaslPassword, SecurityProtocol};
 pub use topology::{Change, Topology};
 pub use tracker::OffsetTracker;
 pub use transport::KafkaTransport;

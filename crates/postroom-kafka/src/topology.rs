@@ -3,7 +3,7 @@
 //! configured partitions, replication and retention. [`Topology::plan`] says what is missing
 //! (a dry run); [`Topology::apply`] creates it and leaves existing topics as they are.
 
-use crate::config::KafkaConfig;
+use crate::config::{KafkaConfig, TopicProvisioning};
 use crate::error::{kafka, kind_of_code};
 use crate::naming::{ConsumerTopics, check_topic, topic_of};
 use postroom_core::{Error, ErrorKind, Result};
@@ -212,7 +212,7 @@ impl Topology {
                 Change::FewerPartitions { .. } | Change::OtherReplication { .. } => None,
             })
             .collect();
-        create_topics(&self.admin, &create).await?;
+        provide_topics(&self.config, &self.admin, &create).await?;
         Ok(plan)
     }
 
@@ -310,6 +310,82 @@ pub fn admin(config: &KafkaConfig) -> Result<AdminClient<DefaultClientContext>> 
         .client()
         .create()
         .map_err(|e| kafka("creating the Kafka admin client", e))
+}
+
+/// Make `topics` available as the workload's [`TopicProvisioning`] says: created, or checked.
+pub async fn provide_topics(
+    config: &KafkaConfig,
+    admin: &Arc<AdminClient<DefaultClientContext>>,
+    topics: &[TopicSpec],
+) -> Result<()> {
+    match config.topics {
+        TopicProvisioning::Create => create_topics(admin, topics).await,
+        TopicProvisioning::Existing => {
+            let (admin, topics) = (admin.clone(), topics.to_vec());
+            tokio::task::spawn_blocking(move || check_provisioned(&admin, &topics))
+                .await
+                .map_err(|e| Error::new(ErrorKind::Io, format!("metadata task failed: {e}")))?
+        }
+    }
+}
+
+/// Check that an operator provisioned `topics`: each exists, with at least the partitions
+/// wanted; a delivery ledger (compacted) with exactly one.
+fn check_provisioned(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[TopicSpec],
+) -> Result<()> {
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let md = admin
+        .inner()
+        .fetch_metadata(None, Duration::from_secs(10))
+        .map_err(|e| kafka("reading the cluster's topics", e))?;
+    for spec in topics {
+        let has = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == spec.name && t.error().is_none())
+            .map(|t| t.partitions().len());
+        let ledger = spec
+            .config
+            .iter()
+            .any(|(k, v)| k == "cleanup.policy" && v == "compact");
+        let wanted = usize::try_from(spec.partitions).unwrap_or(usize::MAX);
+        match has {
+            None => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "topic {} does not exist and topics are provisioned by the operator: create it ({})",
+                        spec.name,
+                        Change::Create(spec.clone())
+                    ),
+                ));
+            }
+            Some(n) if ledger && n != 1 => {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "the delivery ledger {} has {n} partitions: it needs exactly one (and cleanup.policy=compact)",
+                        spec.name
+                    ),
+                ));
+            }
+            Some(n) if n < wanted => {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "topic {} has {n} partitions, at least {wanted} wanted",
+                        spec.name
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Create `topics`; one that exists already is left as it is.

@@ -7,7 +7,7 @@ use crate::config::{KafkaConfig, RetryOrdering};
 use crate::consumer::{KafkaSubscriber, SubscriberSpec};
 use crate::naming::{ConsumerTopics, topic_of};
 use crate::producer::KafkaProducer;
-use crate::topology::{TopicSpec, admin, consumer_topics, create_topics, is_pattern, topic_spec};
+use crate::topology::{TopicSpec, admin, consumer_topics, is_pattern, provide_topics, topic_spec};
 use postroom_core::{
     Backlog, BoxSubscriber, Capabilities, DelayCapability, KeyOrdering, Publisher,
     RedeliveryCounting, Result, Subscription, Transport, async_trait,
@@ -86,7 +86,7 @@ impl KafkaTransport {
         for t in &missing {
             crate::naming::check_topic(&t.name)?;
         }
-        create_topics(&self.admin, &missing).await?;
+        provide_topics(&self.config, &self.admin, &missing).await?;
         let names: Vec<String> = missing.iter().map(|t| t.name.clone()).collect();
         self.producer.prime(&names).await;
         self.created

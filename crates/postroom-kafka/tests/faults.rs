@@ -1,4 +1,5 @@
-//! The seed's fault scenarios that apply to Kafka, against the real broker: a consumer killed
+//! The seed's fault scenarios that apply to Kafka, against both test brokers (tansu and a
+//! mock cluster of three brokers): a consumer killed
 //! after its commit and before its offset was stored; a database down longer than the retry
 //! budget, and one back within it; a corrupt record; a rebalance during processing; and no
 //! retry handled before its due time. The producer's fatal error is in `producer_fatal.rs`.
@@ -9,7 +10,6 @@ use common::ordered::{OrderedHandler, event, on_orders, publish_in_order, retrie
 use common::{TestKafka, parked};
 use postroom_core::{ErrorClass, Handled, Handler, HandlerError, Incoming, MessageId, Transport};
 use postroom_kafka::headers::due_at;
-use postroom_kafka::{KafkaConfig, KafkaTransport};
 use postroom_testkit::StoreFixture;
 use postroom_testkit::cases::assert_parked_for;
 use postroom_testkit::stores::sqlite::SqliteFixture;
@@ -17,10 +17,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn transport(config: KafkaConfig) -> Arc<dyn Transport> {
-    Arc::new(KafkaTransport::new(config).expect("transport"))
-}
 
 /// Applies one effect per message id through the SQLite inbox; optionally "dies" right after
 /// the commit of one message (never returns), can be slowed down, and can be held (before
@@ -92,10 +88,8 @@ impl Handler for InboxHandler {
 
 /// A consumer killed after COMMIT and before its offset was stored: the record comes again
 /// to the next member of the group, the inbox absorbs it, and the effect happens once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumer_killed_after_commit_before_offset_stored_applies_once() {
-    let kafka = TestKafka::new("1s");
-    let t = transport(kafka.config.clone().partitions(1));
+async fn consumer_killed_after_commit_before_offset_stored_applies_once(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone().partitions(1));
     let store = Arc::new(SqliteFixture::fresh().await);
     let events: Vec<_> = (1..=5).map(|v| event("k", v)).collect();
     let doomed = events[2].id;
@@ -162,10 +156,8 @@ async fn parked_within_three_ingests(
 
 /// A database down longer than the budget: every stage of the ladder is walked (each retry
 /// handled no earlier than its due time), then the record is parked with its diagnostics.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn database_down_longer_than_budget_walks_every_stage_then_parks() {
-    let kafka = TestKafka::new("1s,2s");
-    let t = transport(kafka.config.clone());
+async fn database_down_longer_than_budget_walks_every_stage_then_parks(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone());
     let store = Arc::new(SqliteFixture::fresh().await);
     let h = OrderedHandler::new(&[("down", 1, u32::MAX)], false);
     let r = on_orders(&t, "dbdown", h.clone(), retries("1s,2s", 2), 2).await;
@@ -199,10 +191,8 @@ async fn database_down_longer_than_budget_walks_every_stage_then_parks() {
 }
 
 /// A database back within the budget: the record is applied once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn database_back_within_budget_applies_once() {
-    let kafka = TestKafka::new("1s,2s");
-    let t = transport(kafka.config.clone());
+async fn database_back_within_budget_applies_once(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone());
     let store = Arc::new(SqliteFixture::fresh().await);
     let h = OrderedHandler::new(&[("back", 1, 1)], false);
     let r = on_orders(&t, "dbback", h.clone(), retries("1s,2s", 2), 2).await;
@@ -218,11 +208,9 @@ async fn database_back_within_budget_applies_once() {
 
 /// A record that is not an envelope is parked on its first delivery, under an id derived from
 /// its body, and never reaches the handler.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn corrupt_record_is_parked_on_first_delivery() {
+async fn corrupt_record_is_parked_on_first_delivery(kafka: TestKafka) {
     use rdkafka::producer::{FutureProducer, FutureRecord};
-    let kafka = TestKafka::new("1s");
-    let t = transport(kafka.config.clone());
+    let t = kafka.transport(kafka.config.clone());
     let store = Arc::new(SqliteFixture::fresh().await);
     let h = OrderedHandler::new(&[], false);
     let r = on_orders(&t, "corrupt", h.clone(), retries("1s", 2), 2).await;
@@ -249,10 +237,8 @@ async fn corrupt_record_is_parked_on_first_delivery() {
 /// A second member joins while the first is processing, then the first leaves: partitions
 /// move twice, in-flight work is finished or abandoned, nothing is lost, and every duplicate
 /// is absorbed by the inbox.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rebalance_during_processing_loses_nothing_and_absorbs_duplicates() {
-    let kafka = TestKafka::new("1s");
-    let t = transport(kafka.config.clone().partitions(4));
+async fn rebalance_during_processing_loses_nothing_and_absorbs_duplicates(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone().partitions(4));
     let store = Arc::new(SqliteFixture::fresh().await);
     let events: Vec<_> = (0..80)
         .map(|i| event(&format!("key{}", i % 16), 1 + i / 16))
@@ -304,10 +290,8 @@ async fn rebalance_during_processing_loses_nothing_and_absorbs_duplicates() {
 
 /// Many records across partitions, each failing twice: no retry copy is handled before its
 /// due time, and each waits at least its stage's delay after the previous attempt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_retry_is_handled_before_its_due_time() {
-    let kafka = TestKafka::new("1s,2s");
-    let t = transport(kafka.config.clone().partitions(3));
+async fn no_retry_is_handled_before_its_due_time(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone().partitions(3));
     let keys: Vec<String> = (0..12).map(|i| format!("due{i}")).collect();
     let failures: Vec<(&str, u64, u32)> = keys.iter().map(|k| (k.as_str(), 1, 2)).collect();
     let h = OrderedHandler::new(&failures, false);
@@ -347,10 +331,8 @@ async fn no_retry_is_handled_before_its_due_time() {
 /// assignment, so the copy is neither stuck behind a pause nobody owns nor handled before its
 /// due time. (A member leaving during a rebalance stalls the group on tansu; see the crate
 /// docs: the first member leaves only after the copy was handled.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_retry_survives_rebalances_and_is_never_early() {
-    let kafka = TestKafka::new("8s");
-    let t = transport(kafka.config.clone().partitions(2));
+async fn a_waiting_retry_survives_rebalances_and_is_never_early(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone().partitions(2));
     let h = OrderedHandler::new(&[("held", 1, 1)], false);
     let a = on_orders(&t, "held", h.clone(), retries("8s", 2), 2).await;
     publish_in_order(t.as_ref(), "orders", &[event("held", 1)]).await;
@@ -377,3 +359,37 @@ async fn a_waiting_retry_survives_rebalances_and_is_never_early() {
     assert!(seen[1].wall >= due, "handled before its due time");
     assert!(seen[1].at - seen[0].at >= Duration::from_secs(8));
 }
+
+/// Each fault above on both test brokers.
+macro_rules! on_both_brokers {
+    ($($case:ident: $ladder:literal),* $(,)?) => {
+        mod on_tansu {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(TestKafka::new($ladder)).await;
+                }
+            )*
+        }
+        mod on_mock_cluster {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(TestKafka::on_mock($ladder)).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_brokers!(
+        consumer_killed_after_commit_before_offset_stored_applies_once: "1s",
+        database_down_longer_than_budget_walks_every_stage_then_parks: "1s,2s",
+        database_back_within_budget_applies_once: "1s,2s",
+        corrupt_record_is_parked_on_first_delivery: "1s",
+        rebalance_during_processing_loses_nothing_and_absorbs_duplicates: "1s",
+        no_retry_is_handled_before_its_due_time: "1s,2s",
+        a_waiting_retry_survives_rebalances_and_is_never_early: "8s",
+);

@@ -1,5 +1,8 @@
 //! The three retry ordering policies on Kafka, each with a test that fails when the order it
-//! promises is broken. All records share one partition, so any overtaking is the policy's.
+//! promises is broken (all records share one partition, so any overtaking is the policy's);
+//! and on topics of three partitions, on both test brokers, that a key's records all go to
+//! one partition, keys spread over several, and each key is applied in order while the
+//! partitions run in parallel.
 
 mod common;
 
@@ -9,8 +12,103 @@ use common::ordered::{
 };
 use postroom_core::{Envelope, Transport};
 use postroom_kafka::{KafkaTransport, RetryOrdering};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Every record of `topic` (all its partitions, from the start): (key, partition) in the
+/// order of each partition's offsets, read until `count` are in.
+fn records_by_partition(kafka: &TestKafka, topic: &str, count: usize) -> Vec<(String, i32)> {
+    let mut c = kafka.config.client_config();
+    c.set("group.id", format!("{topic}.reader"))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest");
+    let reader: BaseConsumer = c.create().expect("reader");
+    reader.subscribe(&[topic]).expect("subscribe");
+    let mut out = Vec::new();
+    let end = Instant::now() + Duration::from_secs(40);
+    while out.len() < count && Instant::now() < end {
+        if let Some(Ok(m)) = reader.poll(Duration::from_millis(200)) {
+            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+            out.push((key, m.partition()));
+        }
+    }
+    assert_eq!(out.len(), count, "every record of {topic} read back");
+    out
+}
+
+/// Keys to partitions: each key on exactly one partition, and several partitions used.
+fn assert_keys_route_to_one_partition_each(records: &[(String, i32)], partitions: i32) {
+    let mut of_key: BTreeMap<&str, BTreeSet<i32>> = BTreeMap::new();
+    for (k, p) in records {
+        of_key.entry(k).or_default().insert(*p);
+    }
+    for (k, ps) in &of_key {
+        assert_eq!(ps.len(), 1, "key {k} went to partitions {ps:?}");
+    }
+    let used: BTreeSet<i32> = of_key.values().flatten().copied().collect();
+    assert!(
+        used.len() >= 2 && used.iter().all(|p| (0..partitions).contains(p)),
+        "keys spread over several of the {partitions} partitions: {used:?}"
+    );
+}
+
+/// Twelve keys of five versions each, published interleaved to a topic of three partitions,
+/// and a per-key consumer running 8 at once: the records of a key are all on one partition,
+/// in version order, the keys spread over the partitions, and each key is applied in order.
+async fn keys_keep_their_partition_and_their_order(kafka: TestKafka) {
+    let t = kafka.transport(kafka.config.clone().partitions(3));
+    let h = OrderedHandler::new(&[], true);
+    let run = on_orders(&t, "spread", h.clone(), retries("1s", 3), 8).await;
+    let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+    let mut events = Vec::new();
+    for v in 1..=5 {
+        for k in &keys {
+            events.push(event(k, v));
+        }
+    }
+    publish_and_apply_all(t.as_ref(), &h, run, &events).await;
+    let records = records_by_partition(&kafka, &format!("{}.orders", kafka.prefix), events.len());
+    assert_keys_route_to_one_partition_each(&records, 3);
+    for k in &keys {
+        assert_eq!(
+            h.applied_of(k),
+            vec![1, 2, 3, 4, 5],
+            "key {k} applied in order"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_keep_their_partition_and_their_order_on_tansu() {
+    keys_keep_their_partition_and_their_order(TestKafka::new("1s")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_keep_their_partition_and_their_order_on_the_mock_cluster() {
+    keys_keep_their_partition_and_their_order(TestKafka::on_mock("1s")).await;
+}
+
+/// The routing check can fail: records of one key on two partitions are refused.
+#[test]
+#[should_panic(expected = "key a went to partitions")]
+fn the_routing_check_refuses_a_key_on_two_partitions() {
+    assert_keys_route_to_one_partition_each(
+        &[("a".into(), 0), ("a".into(), 1), ("b".into(), 2)],
+        3,
+    );
+}
+
+/// Stopping a consumer asserts how its task ended: one that panicked fails the test.
+#[tokio::test]
+#[should_panic(expected = "the consumer task panicked")]
+async fn stopping_a_consumer_whose_task_panicked_fails() {
+    let (stop, _rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async { panic!("the consumer loop died") });
+    Running { stop, task }.stop().await;
+}
 
 /// A one-partition workload on `ladder` with the retry ordering `ordering`, and on it a
 /// per-key consumer `name` of `orders` running `h` (4 at once), retried up to `retries` times

@@ -68,7 +68,7 @@ known_drivers! {
     Transport "rabbitmq" "RabbitMQ" ["amqp", "amqps"] => postroom_rabbitmq::driver::RabbitDriver;
     Transport "nats" "NATS" ["nats"] => postroom_nats::driver::NatsDriver;
     Transport "sqs" "SQS" ["sqs", "sqs+fifo"] => postroom_sqs::driver::SqsDriver;
-    Transport "kafka" "Kafka" ["kafka"] => postroom_kafka::driver::KafkaDriver;
+    Transport "kafka" "Kafka" ["kafka", "kafka+ssl"] => postroom_kafka::driver::KafkaDriver;
 }
 
 /// The drivers this build has.

@@ -9,7 +9,7 @@ use super::record::Tp;
 use super::state::Shared;
 use rdkafka::TopicPartitionList;
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,15 +51,15 @@ fn partitions(tpl: &TopicPartitionList) -> Vec<Tp> {
 }
 
 impl ConsumerContext for RebalanceContext {
-    fn pre_rebalance(&self, rebalance: &Rebalance<'_>) {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(tpl) = rebalance else {
             return;
         };
         let revoked = partitions(tpl);
-        // The poll thread's consumer, unless it is being closed (then nothing is waited for
-        // or committed here: the poll thread committed before closing).
-        let consumer = self.shared.handle();
-        let lost = consumer.as_ref().is_none_or(|c| c.assignment_lost());
+        // Once the poll thread let go of its consumer, the consumer is being closed: nothing
+        // is waited for or committed here (the poll thread committed before closing).
+        let closing = self.shared.handle().is_none();
+        let lost = closing || consumer.assignment_lost();
         let shared = &self.shared;
         let mut st = shared.lock();
         let wait = if lost || st.closing {
@@ -89,7 +89,7 @@ impl ConsumerContext for RebalanceContext {
                 .0;
         }
         drop(st);
-        if let Some(consumer) = consumer.as_ref().filter(|_| !lost) {
+        if !lost {
             // Commit what is done before the partitions go.
             if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
                 tracing::debug!(consumer = %shared.label, error = %e, "nothing committed on revoke");
@@ -111,7 +111,7 @@ impl ConsumerContext for RebalanceContext {
         tracing::info!(consumer = %shared.label, partitions = revoked.len(), lost, "partitions revoked");
     }
 
-    fn post_rebalance(&self, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Assign(tpl) = rebalance else {
             return;
         };
@@ -127,9 +127,7 @@ impl ConsumerContext for RebalanceContext {
                 st.ledger.remove(tp);
             }
         }
-        if let Some(consumer) = self.shared.handle()
-            && let Err(e) = consumer.resume(tpl)
-        {
+        if let Err(e) = consumer.resume(tpl) {
             tracing::debug!(consumer = %self.shared.label, error = %e, "resuming assigned partitions");
         }
         tracing::info!(consumer = %self.shared.label, partitions = assigned.len(), "partitions assigned");

@@ -147,14 +147,21 @@ pub async fn publish_in_order(transport: &dyn Transport, topic: &str, events: &[
 
 /// A running consumer.
 pub struct Running {
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    pub stop: watch::Sender<bool>,
+    pub task: tokio::task::JoinHandle<postroom_core::Result<()>>,
 }
 
 impl Running {
+    /// Ask the consumer to stop and wait for it: a consumer that does not stop within 30 s,
+    /// panicked, or ended with an error fails the test.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+        match tokio::time::timeout(Duration::from_secs(30), self.task).await {
+            Err(_) => panic!("the consumer task did not stop within 30 s"),
+            Ok(Err(e)) => panic!("the consumer task panicked: {e}"),
+            Ok(Ok(Err(e))) => panic!("the consumer task ended with an error: {e}"),
+            Ok(Ok(Ok(()))) => {}
+        }
     }
 
     /// Kill the consumer: its task is dropped mid-flight, nothing settles; returns once it is
@@ -187,12 +194,7 @@ pub async fn run(
     let sub = Subscription::new(name, topics).prefetch(concurrency * 2);
     transport.bind(&sub).await.expect("bind");
     let (stop, rx) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        consumer
-            .run_on(transport.as_ref(), &sub, rx)
-            .await
-            .expect("subscribe");
-    });
+    let task = tokio::spawn(async move { consumer.run_on(transport.as_ref(), &sub, rx).await });
     Running { stop, task }
 }
 

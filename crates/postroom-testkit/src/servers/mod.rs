@@ -12,7 +12,9 @@ pub use cuttable_path::CuttablePath;
 #[cfg(feature = "postgres")]
 pub use postgres::TestDb;
 
+pub mod kafka_mock;
 pub mod moto;
+pub use kafka_mock::KafkaMockCluster;
 pub use moto::MotoServer;
 
 #[cfg(feature = "own-servers")]
