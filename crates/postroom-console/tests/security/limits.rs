@@ -1,5 +1,6 @@
 //! What one request can write is bounded: a refused login records the typed name once and cut
-//! short, and the audit is shown a page at a time.
+//! short, a form far larger than any form needs is refused before it is read, and the audit
+//! is shown a page at a time.
 
 use crate::common::agent::Agent;
 use crate::common::{logged_in, parked, serve_to_users};
@@ -33,6 +34,25 @@ async fn a_refused_login_writes_the_typed_name_once_and_cut_short() {
         written < 1024,
         "one refused login wrote {written} bytes to the audit"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_far_larger_than_any_form_needs_is_refused_unread_and_writes_nothing() {
+    let p = parked(1, 0, 0).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
+    let mut a = Agent::new(&base);
+    a.get("/login").await;
+    let name = "x".repeat(1_900_000);
+    let (status, _, _) = a
+        .post(
+            "/login",
+            &[("username", &name), ("password", "wrong")],
+            true,
+        )
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let audit = p.store.audit_entries(None, 10).await.unwrap();
+    assert!(audit.is_empty(), "{} audit entries written", audit.len());
 }
 
 /// The `href` of the element with id `id` in `page`.

@@ -8,8 +8,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod headers;
 mod limits;
+mod logins;
 mod privacy;
+mod rebinding;
+mod sessions;
 
 use postroom_core::{ParkingFilter, ParkingStore};
 
