@@ -16,7 +16,9 @@
 //! `postroom ingest`).
 //!
 //! Auth may be off only on loopback. Users come from a file or the environment
-//! ([`auth::Users::from_env`]), never from the command line.
+//! ([`auth::Users::from_env`]), never from the command line. What the console protects and
+//! how (roles, payloads and error texts, CSRF, DNS rebinding, sessions, login limits, equal
+//! login cost, request and audit bounds, headers, cookies) is in `docs/console-security.md`.
 //!
 //! ```no_run
 //! # async fn run() -> postroom_core::Result<()> {
