@@ -7,13 +7,14 @@ use crate::common::{logged_in, parked, serve_to_users};
 use postroom_core::{AuditEntry, AuditLog};
 use reqwest::StatusCode;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_login_writes_the_typed_name_once_and_cut_short() {
+/// A login refused for a typed name of `chars` characters on a fresh console: the answer's
+/// status and the audit entries written.
+async fn login_with_a_name_of(chars: usize) -> (StatusCode, Vec<AuditEntry>) {
     let p = parked(1, 0, 0).await;
     let (base, _stop) = serve_to_users(&p.store).await;
     let mut a = Agent::new(&base);
     a.get("/login").await;
-    let name = "x".repeat(200_000);
+    let name = "x".repeat(chars);
     let (status, _, _) = a
         .post(
             "/login",
@@ -21,8 +22,13 @@ async fn a_refused_login_writes_the_typed_name_once_and_cut_short() {
             true,
         )
         .await;
+    (status, p.store.audit_entries(None, 10).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_writes_the_typed_name_once_and_cut_short() {
+    let (status, audit) = login_with_a_name_of(200_000).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let audit = p.store.audit_entries(None, 10).await.unwrap();
     let refused: Vec<&AuditEntry> = audit
         .iter()
         .filter(|e| e.action == "login.refused")
@@ -38,20 +44,8 @@ async fn a_refused_login_writes_the_typed_name_once_and_cut_short() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_far_larger_than_any_form_needs_is_refused_unread_and_writes_nothing() {
-    let p = parked(1, 0, 0).await;
-    let (base, _stop) = serve_to_users(&p.store).await;
-    let mut a = Agent::new(&base);
-    a.get("/login").await;
-    let name = "x".repeat(1_900_000);
-    let (status, _, _) = a
-        .post(
-            "/login",
-            &[("username", &name), ("password", "wrong")],
-            true,
-        )
-        .await;
+    let (status, audit) = login_with_a_name_of(1_900_000).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    let audit = p.store.audit_entries(None, 10).await.unwrap();
     assert!(audit.is_empty(), "{} audit entries written", audit.len());
 }
 

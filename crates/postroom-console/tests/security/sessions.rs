@@ -64,3 +64,20 @@ async fn the_login_forms_token_works_only_with_the_cookie_it_came_with() {
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "its own token is taken");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logged_out_session_is_worth_nothing_afterwards() {
+    let p = parked(1, 0, 0).await;
+    let (base, _stop) = serve_to_users(&p.store).await;
+    let mut operator = logged_in(&base, "operator").await;
+    let session = operator.cookie().expect("a session cookie");
+    let (status, _, _) = operator.post("/logout", &[], true).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let mut replay = Agent::new(&base).with_header("cookie", &session);
+    let (status, _, location) = replay.get("/parking").await;
+    assert_eq!(
+        (status, location.as_deref()),
+        (StatusCode::SEE_OTHER, Some("/login")),
+        "the session outlived its logout"
+    );
+}
