@@ -55,6 +55,11 @@ pub enum Command {
     /// pipeline, audit; /metrics, /healthz, /readyz. Runs until SIGTERM.
     #[cfg(feature = "console")]
     Serve(crate::serve::ServeArgs),
+    /// The web console's users file: `postroom console hash-password` reads a password from
+    /// stdin and prints the argon2 hash a users line takes.
+    #[cfg(feature = "console")]
+    #[command(subcommand)]
+    Console(crate::console::ConsoleCommand),
     /// A long-running outbox relay for services in any language (rows inserted into the
     /// outbox table in their own transactions), with /metrics and health. Several may run at
     /// once; SIGTERM drains the batch in hand.

@@ -30,6 +30,10 @@ pub struct ConsoleSection {
     /// `--feed` nor `POSTROOM_CONSOLE_FEEDS` names any).
     #[serde(default)]
     pub feeds: Vec<String>,
+    /// Host names `postroom serve` is reached by besides loopback's and its listen address
+    /// (used when neither `--allowed-host` nor `POSTROOM_CONSOLE_ALLOWED_HOSTS` names any).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[parking]`.

@@ -18,6 +18,8 @@ pub mod cli;
 pub mod config;
 pub mod connect;
 #[cfg(feature = "console")]
+pub mod console;
+#[cfg(feature = "console")]
 pub mod daemon;
 pub mod error;
 #[cfg(feature = "console")]
@@ -83,6 +85,8 @@ async fn dispatch(cli: Cli) -> OpsResult {
         Command::Topology(cmd) => topology::run(cmd, passwords).await,
         #[cfg(feature = "console")]
         Command::Serve(args) => serve::run(args, &config, passwords).await,
+        #[cfg(feature = "console")]
+        Command::Console(cmd) => console::run(cmd),
         #[cfg(feature = "console")]
         Command::Relay(args) => relay::run(args, &config, passwords).await,
         #[cfg(feature = "console")]

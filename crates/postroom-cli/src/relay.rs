@@ -6,9 +6,9 @@ use crate::daemon::{self, Daemon, PipelineArgs, RelayListen};
 use clap::Args;
 use postroom_core::RelayConfig;
 use postroom_ops::args::PasswordArgs;
-use postroom_ops::limits::parse_limit;
+use postroom_ops::limits::{parse_limit, parse_span_within};
 use postroom_ops::time::parse_span;
-use postroom_ops::{OpsError, OpsResult, TopologyFile, TransportSpec, UrlText};
+use postroom_ops::{OpsResult, TopologyFile, TransportSpec, UrlText};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ pub struct RelayArgs {
     #[arg(long, env = "POSTROOM_RELAY_LANES", default_value_t = 1, value_parser = parse_lanes)]
     pub lanes: usize,
     /// Lease on claimed rows: when a relay dies, another publishes its rows after this (e.g.
-    /// 30s). Longer than a batch can take to be confirmed.
+    /// 30s; 1s to 1d). Longer than a batch can take to be confirmed.
     #[arg(long, default_value = "30s", value_name = "SPAN")]
     pub lease: String,
     /// Published rows are deleted after this long (e.g. 24h). 0 keeps no record of what was
@@ -70,6 +70,12 @@ pub struct RelayArgs {
     pub brokers_file: Option<PathBuf>,
 }
 
+/// The shortest `--lease`: one shorter than a batch takes to be confirmed lets another relay
+/// publish the same rows again (and `1ms` keeps the relays claiming all day).
+const LEASE_MIN: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest `--lease`.
+const LEASE_MAX: std::time::Duration = std::time::Duration::from_secs(86_400);
+
 /// `--lanes`: a whole number from 1 to 64.
 fn parse_lanes(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -87,10 +93,7 @@ fn default_id() -> String {
 
 /// Relay until SIGTERM or SIGINT, then drain and exit.
 pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) -> OpsResult {
-    let lease = parse_span(&a.lease)?;
-    if lease.is_zero() {
-        return Err(OpsError::usage("--lease must be longer than zero"));
-    }
+    let lease = parse_span_within("--lease", &a.lease, LEASE_MIN, LEASE_MAX)?;
     let relay_config = RelayConfig {
         relay_id: a.relay_id.clone().unwrap_or_else(default_id),
         batch_size: a.batch_size,

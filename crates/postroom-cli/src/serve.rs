@@ -7,9 +7,16 @@ use postroom_console::auth::{USERS_ENV, USERS_FILE_ENV};
 use postroom_console::feeds::{self, FeedTarget};
 use postroom_console::{Auth, Backends, Console, ConsoleConfig, Users};
 use postroom_ops::args::PasswordArgs;
+use postroom_ops::limits::parse_span_within;
 use postroom_ops::time::parse_span;
 use postroom_ops::{OpsError, OpsResult};
 use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The most often `--sample-every` samples the pipeline.
+const SAMPLE_EVERY_MIN: Duration = Duration::from_secs(1);
+/// The least often (the charts show the last hour).
+const SAMPLE_EVERY_MAX: Duration = Duration::from_secs(3600);
 
 /// `postroom serve`.
 #[derive(Debug, Args)]
@@ -27,10 +34,36 @@ pub struct ServeArgs {
         value_name = "ADDR"
     )]
     pub listen: SocketAddr,
-    /// Mark the session cookie Secure (the console is reached over TLS, through a proxy).
+    /// Mark the cookies Secure on every answer. Without it they are Secure on answers to
+    /// requests a TLS-terminating proxy marks as having come over TLS (X-Forwarded-Proto:
+    /// https, or proto=https in Forwarded), and not otherwise.
     #[arg(long)]
     pub secure_cookies: bool,
-    /// How often the pipeline is sampled for the charts and the gauges (e.g. 10s).
+    /// A host name the console is reached by besides 127.0.0.1, localhost, [::1] and the
+    /// --listen address (a name a proxy in front of it serves). With auth off, and whenever a
+    /// name is given, a request for any other host is refused: a page whose host name
+    /// resolves to this machine (DNS rebinding) gets nothing. Repeat for several; the
+    /// environment variable takes a comma-separated list; without either, `allowed_hosts`
+    /// under `[console]` in the config file.
+    #[arg(
+        long = "allowed-host",
+        env = "POSTROOM_CONSOLE_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// The header a proxy in front of the console names the client in (e.g. X-Forwarded-For,
+    /// X-Real-IP): its last address counts as the client's for the limits on failed logins
+    /// (30 per client and 10 per user name in 15 minutes lock them out for 15 minutes).
+    /// Give it only when the console is reachable through that proxy alone; without it, the
+    /// peer address counts, and behind a proxy all clients are one.
+    #[arg(
+        long,
+        env = "POSTROOM_CONSOLE_CLIENT_ADDRESS_HEADER",
+        value_name = "HEADER"
+    )]
+    pub client_address_header: Option<String>,
+    /// How often the pipeline is sampled for the charts and the gauges, 1s to 1h (e.g. 10s).
     #[arg(long, default_value = "10s", value_name = "SPAN")]
     pub sample_every: String,
     /// How long archived messages are kept before they may be purged (e.g. 30d).
@@ -89,11 +122,24 @@ pub async fn run(a: ServeArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         Some(users) => Auth::Users(users),
         None => Auth::Disabled,
     };
+    let sample_every = parse_span_within(
+        "--sample-every",
+        &a.sample_every,
+        SAMPLE_EVERY_MIN,
+        SAMPLE_EVERY_MAX,
+    )?;
+    let allowed_hosts = if a.allowed_hosts.is_empty() {
+        config.console.allowed_hosts.clone()
+    } else {
+        a.allowed_hosts.clone()
+    };
     let mut console_config = ConsoleConfig::new(a.listen)
         .auth(auth)
-        .sample_every(parse_span(&a.sample_every)?)
+        .sample_every(sample_every)
+        .allowed_hosts(allowed_hosts)
         .feeds(feeds);
     console_config.secure_cookies = a.secure_cookies;
+    console_config.client_address_header = a.client_address_header.clone();
     console_config.retention = parse_span(&a.retention)?;
     // Refuse auth off beyond loopback before anything is opened.
     console_config.validate()?;

@@ -171,6 +171,27 @@ fn absurd_values_are_clear_errors() {
         (vec!["demo", "--timeout-secs", "0"], "timeout-secs"),
         (vec!["relay", "--lanes", "0"], "from 1 to 64"),
         (vec!["relay", "--lanes", "100000"], "from 1 to 64"),
+        (
+            vec!["relay", "--lease", "1ms"],
+            "--lease must be between 1s and 24h, not 1ms",
+        ),
+        (vec!["relay", "--lease", "90d"], "--lease must be between"),
+        (
+            vec!["serve", "--sample-every", "1ms"],
+            "--sample-every must be between 1s and 1h, not 1ms",
+        ),
+        (
+            vec!["serve", "--sample-every", "2h"],
+            "--sample-every must be between",
+        ),
+        (
+            vec!["serve", "--allowed-host", "https://console.example"],
+            "not a host name",
+        ),
+        (
+            vec!["serve", "--client-address-header", "x forwarded"],
+            "not a header name",
+        ),
     ] {
         refused(d, &args, needle);
     }

@@ -195,3 +195,96 @@ fn off_loopback_the_console_needs_users() {
     );
     assert!(!dir.path().join("x.db").exists());
 }
+
+#[test]
+fn hash_password_reads_stdin_and_prints_a_hash_the_console_accepts() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let hash_of = |input: &[u8]| {
+        let mut child = postroom_cmd(dir.path(), &["console", "hash-password"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = hash_of(b"a long operator passphrase\n");
+    let hash = ok(&out).trim().to_string();
+    assert!(
+        hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+        "{hash}"
+    );
+    assert!(!hash.contains("passphrase"));
+    let users = postroom_console::Users::parse(&format!("alice operator {hash}")).unwrap();
+    assert!(
+        users.verify("alice", PASSWORD).is_some(),
+        "the hash is of the line read"
+    );
+    assert!(
+        users
+            .verify("alice", "a long operator passphrase\n")
+            .is_none()
+    );
+    // Two hashes of one password differ (a salt each).
+    let again = ok(&hash_of(PASSWORD.as_bytes())).trim().to_string();
+    assert_ne!(again, hash);
+    let empty = hash_of(b"");
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&empty.stderr).contains("no password on stdin"),
+        "{}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
+    let help = ok(&postroom(
+        dir.path(),
+        &["console", "hash-password", "--help"],
+    ));
+    assert!(
+        help.contains("stdin") && help.contains("users file"),
+        "{help}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_only_to_its_own_names_and_those_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    // An empty store: serve opens an existing one only.
+    postroom_sqlite::SqliteStore::open(dir.path().join("console.db"))
+        .await
+        .unwrap();
+    let served = Daemon::start(
+        dir.path(),
+        &[
+            "serve",
+            "--database",
+            "console.db",
+            "--listen",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "console.internal",
+        ],
+        &[],
+    );
+    let port = served.base.rsplit(':').next().unwrap().to_string();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (host, want) in [
+        (format!("127.0.0.1:{port}"), 200),
+        (format!("console.internal:{port}"), 200),
+        (format!("attacker.example:{port}"), 403),
+    ] {
+        let r = client
+            .get(format!("{}/parking", served.base))
+            .header("host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want, "Host {host}");
+    }
+    assert!(served.terminate(Duration::from_secs(30)).success());
+}

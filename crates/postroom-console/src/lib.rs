@@ -16,7 +16,9 @@
 //! `postroom ingest`).
 //!
 //! Auth may be off only on loopback. Users come from a file or the environment
-//! ([`auth::Users::from_env`]), never from the command line.
+//! ([`auth::Users::from_env`]), never from the command line. What the console protects and
+//! how (roles, payloads and error texts, CSRF, DNS rebinding, sessions, login limits, equal
+//! login cost, request and audit bounds, headers, cookies) is in `docs/console-security.md`.
 //!
 //! ```no_run
 //! # async fn run() -> postroom_core::Result<()> {
@@ -69,9 +71,20 @@ pub struct ConsoleConfig {
     pub bind: SocketAddr,
     /// Who may use it. [`Auth::Disabled`] is refused unless `bind` is a loopback address.
     pub auth: Auth,
-    /// Mark cookies `Secure`: set when the console is reached over TLS (a TLS-terminating
-    /// proxy in front of it).
+    /// Mark cookies `Secure` on every answer. Without it they are Secure on answers to
+    /// requests a TLS-terminating proxy marked as having come over TLS
+    /// (`X-Forwarded-Proto: https`, or `proto=https` in `Forwarded`).
     pub secure_cookies: bool,
+    /// Host names the console is reached by besides loopback's and the listen address (a
+    /// name in front of it). With auth off, and whenever names are given, a request for any
+    /// other host is refused (DNS rebinding); a POST from another origin always is.
+    pub allowed_hosts: Vec<String>,
+    /// The header a proxy in front names the client in (`X-Forwarded-For`, `X-Real-IP`):
+    /// its last address is taken as the client's for the per-client login limits. Only for
+    /// a console reachable through that proxy alone; without it, the peer address counts.
+    pub client_address_header: Option<String>,
+    /// How many failed logins and wrong API tokens lock a client or a user name out.
+    pub login_limits: auth::LoginLimits,
     /// A session ends after this long without a request.
     pub session_idle: Duration,
     /// How long archived messages are kept before they may be purged.
@@ -94,7 +107,16 @@ postroom_core::setters!(ConsoleConfig {
     auth: Auth,
     /// Set the sampling interval.
     sample_every: Duration,
+    /// Set the host names it is reached by besides loopback's and the listen address.
+    allowed_hosts: Vec<String>,
+    /// Set the limits on failed logins and wrong API tokens.
+    login_limits: auth::LoginLimits,
 });
+
+/// The shortest sampling interval accepted.
+pub const MIN_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// The longest sampling interval accepted (the charts show an hour).
+pub const MAX_SAMPLE_EVERY: Duration = Duration::from_secs(3600);
 
 impl ConsoleConfig {
     /// Defaults: auth off (so loopback only), plain-HTTP cookies, sessions idle for 8 hours,
@@ -104,6 +126,9 @@ impl ConsoleConfig {
             bind,
             auth: Auth::Disabled,
             secure_cookies: false,
+            allowed_hosts: Vec::new(),
+            client_address_header: None,
+            login_limits: auth::LoginLimits::default(),
             session_idle: Duration::from_secs(8 * 3600),
             retention: Duration::from_secs(30 * 86_400),
             sample_every: Duration::from_secs(10),
@@ -118,18 +143,45 @@ impl ConsoleConfig {
         self
     }
 
-    /// Refuse auth off on an address other than loopback, zero intervals, and two feeds of
-    /// one name.
+    /// Refuse auth off on an address other than loopback, a sampling interval outside
+    /// [`MIN_SAMPLE_EVERY`]..=[`MAX_SAMPLE_EVERY`], a zero idle time, a host name that is not
+    /// one, a header name that is not one, and two feeds of one name.
     pub fn validate(&self) -> Result<()> {
         check_bind(&self.auth, self.bind)?;
         feeds::check_unique(&self.feeds)?;
-        if self.sample_every.is_zero() || self.session_idle.is_zero() {
+        if !(MIN_SAMPLE_EVERY..=MAX_SAMPLE_EVERY).contains(&self.sample_every) {
             return Err(Error::new(
                 ErrorKind::Config,
-                "the sampling interval and the session idle time must be longer than zero",
+                format!(
+                    "the sampling interval must be between {MIN_SAMPLE_EVERY:?} and {MAX_SAMPLE_EVERY:?}, not {:?}",
+                    self.sample_every
+                ),
+            ));
+        }
+        if self.session_idle.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "the session idle time must be longer than zero",
+            ));
+        }
+        self.host_names()?;
+        if let Some(h) = &self.client_address_header
+            && axum::http::HeaderName::from_bytes(h.as_bytes()).is_err()
+        {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("the client address header {h:?} is not a header name"),
             ));
         }
         Ok(())
+    }
+
+    /// The allowed host names as compared.
+    fn host_names(&self) -> Result<Vec<String>> {
+        self.allowed_hosts
+            .iter()
+            .map(|h| routes::hosts::host_name(h))
+            .collect()
     }
 }
 
@@ -166,12 +218,22 @@ impl Console {
             config.feeds.clone(),
             FEED_TIMEOUT.min(config.sample_every),
         )?);
+        let hosts = routes::hosts::HostPolicy::new(
+            config.bind,
+            &config.host_names()?,
+            matches!(config.auth, Auth::Disabled),
+        );
         let state = Arc::new(routes::AppState {
             runs: Arc::new(redrive::Runs::new(parking.clone(), audit.clone())),
             parking,
             probe,
-            sessions: auth::Sessions::new(config.session_idle, config.secure_cookies),
-            verified_tokens: std::sync::Mutex::new(std::collections::HashMap::new()),
+            sessions: auth::Sessions::new(config.session_idle),
+            visitors: auth::visitor::VisitorKey::random(),
+            tokens: auth::tokens::TokenCache::default(),
+            logins: auth::Logins::new(config.login_limits),
+            hosts,
+            client_header: config.client_address_header.clone(),
+            secure_cookies: config.secure_cookies,
             auth: config.auth.clone(),
             audit,
             history: Arc::new(History::for_hour(config.sample_every)),
@@ -182,7 +244,9 @@ impl Console {
         Ok(Self { state, config })
     }
 
-    /// The routes, for embedding in another axum application.
+    /// The routes, for embedding in another axum application. Serve them with
+    /// `into_make_service_with_connect_info::<SocketAddr>()` for the per-client login
+    /// limits (without the peer address only the per-user ones apply).
     pub fn router(&self) -> axum::Router {
         routes::router(self.state.clone())
     }
@@ -221,15 +285,19 @@ impl Console {
         };
         let mut stop = shutdown.clone();
         tracing::info!(%addr, "console listening");
-        let served = axum::serve(listener, this.router())
-            .with_graceful_shutdown(async move {
-                while !*stop.borrow() {
-                    if stop.changed().await.is_err() {
-                        break;
-                    }
+        let served = axum::serve(
+            listener,
+            this.router()
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            while !*stop.borrow() {
+                if stop.changed().await.is_err() {
+                    break;
                 }
-            })
-            .await;
+            }
+        })
+        .await;
         sampler.abort();
         served.map_err(|e| Error::new(ErrorKind::Io, format!("console server: {e}")))
     }

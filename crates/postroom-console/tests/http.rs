@@ -48,7 +48,7 @@ async fn pages_need_a_login_and_a_wrong_password_is_refused() {
     );
     a.login("operator", PASSWORD).await;
     assert_ne!(
-        a.cookie(),
+        a.cookie().as_deref(),
         Some(cookie.as_str()),
         "login replaces the session id"
     );

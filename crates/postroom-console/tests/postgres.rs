@@ -178,6 +178,45 @@ async fn check_semantics(store: &dyn ParkingStore, console: &dyn ParkingConsole)
     );
 }
 
+/// Append 25 audit entries about two targets, then read those of one a page at a time: the
+/// pages hold every entry once, newest first.
+async fn check_audit_pages(console: &dyn ParkingConsole) {
+    let audit = console.lot();
+    let mut ids = Vec::new();
+    for i in 0..25 {
+        let target = if i % 2 == 0 { "a" } else { "b" };
+        let id = audit
+            .append_audit(&postroom_core::AuditEntry {
+                id: 0,
+                at: Utc::now(),
+                actor: "test".into(),
+                action: "archive".into(),
+                target: target.into(),
+                detail: serde_json::json!({"i": i}),
+            })
+            .await
+            .unwrap();
+        if target == "a" {
+            ids.push(id);
+        }
+    }
+    ids.reverse();
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = audit.audit_page(Some("a"), before, 5).await.unwrap();
+        seen.extend(page.iter().map(|e| e.id));
+        match page.last() {
+            Some(last) if page.len() == 5 => before = Some(last.id),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, ids, "pages of target a");
+    let newest = audit.audit_entries(None, 3).await.unwrap();
+    assert_eq!(newest.len(), 3);
+    assert_eq!(newest[0].detail["i"], 24);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_queries_have_the_reference_semantics_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
@@ -186,6 +225,7 @@ async fn listing_queries_have_the_reference_semantics_on_sqlite() {
         .unwrap();
     let backend = SqliteBackend::new(store.clone());
     check_semantics(&store, &backend).await;
+    check_audit_pages(&backend).await;
 }
 
 async fn pg() -> (TestDb, PgStore) {
@@ -201,6 +241,7 @@ async fn listing_queries_have_the_reference_semantics_on_postgres() {
     let queue = store.queue(PgQueue::defaults()).unwrap();
     let backend = PgBackend::new(store.clone(), Arc::new(queue));
     check_semantics(&store.parking(), &backend).await;
+    check_audit_pages(&backend).await;
 }
 
 struct NoSku;

@@ -60,6 +60,113 @@ impl DecodeError {
     }
 }
 
+/// The text of a serde error with the payload's values taken out: `invalid type: string
+/// "card 4111 1111 1111 1111", expected u32` becomes `invalid type: string, expected u32`,
+/// and `path` (where in the body it happened, e.g. `data.qty`) is put first. What is kept
+/// comes from the schema (the expected type, field and variant names, lengths, the line
+/// and column); what is taken out comes from the message (strings, numbers, an unknown
+/// variant). Quoted text in other messages (a type's own error) is replaced by `…`.
+/// Parked messages store this text, and everyone who reads the parking lot sees it.
+#[must_use]
+pub fn redacted_error(path: &str, e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let (message, position) = match full.strip_suffix(&position) {
+        Some(m) if e.line() > 0 => (m, position.as_str()),
+        _ => (full.as_str(), ""),
+    };
+    let message = without_values(message);
+    match path {
+        "" | "." | "?" => format!("{message}{position}"),
+        path => format!("{path}: {message}{position}"),
+    }
+}
+
+/// `message` (serde's wording) without the values it quotes.
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            // `string "…"`, `integer `5``, `map`: the kind is the words before the value.
+            return match rest.rfind(", expected ") {
+                Some(at) => {
+                    let unexpected = &rest[..at];
+                    let kind = unexpected.split(['`', '"']).next().unwrap_or("").trim();
+                    let kind = if kind.chars().all(|c| c.is_alphabetic() || c == ' ') {
+                        kind
+                    } else {
+                        "a value"
+                    };
+                    format!("{prefix}{kind}{}", &rest[at..])
+                }
+                None => format!("{prefix}(value not shown)"),
+            };
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        return match rest
+            .rfind(", expected ")
+            .or_else(|| rest.rfind(", there are no variants"))
+        {
+            Some(at) => format!("unknown variant{}", &rest[at..]),
+            None => "unknown variant".into(),
+        };
+    }
+    let structural = [
+        "missing field ",
+        "duplicate field ",
+        "unknown field ",
+        "invalid length ",
+    ];
+    if structural.iter().any(|p| message.starts_with(p)) {
+        return message.to_string();
+    }
+    without_quoted(message)
+}
+
+/// `text` with each span in double quotes or backticks replaced by `…`.
+fn without_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut open: Option<char> = None;
+    for c in text.chars() {
+        match open {
+            Some(q) if c == q => {
+                out.push(c);
+                open = None;
+            }
+            Some(_) => {}
+            None if c == '"' || c == '`' => {
+                out.push(c);
+                out.push('…');
+                open = Some(c);
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Deserialize `T` from `de`; on failure, the error [`redacted_error`] writes, with the
+/// path found by reading `again` (the same input, read a second time only on failure so
+/// that the path costs nothing when decoding succeeds).
+pub(crate) fn deserialize_redacted<'de, T, D>(
+    first: std::result::Result<T, serde_json::Error>,
+    again: D,
+) -> std::result::Result<T, String>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de, Error = serde_json::Error>,
+{
+    let e = match first {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    match serde_path_to_error::deserialize::<_, T>(again) {
+        Err(traced) => Err(redacted_error(&traced.path().to_string(), traced.inner())),
+        // Read without the path it failed, with it not: report the first failure.
+        Ok(_) => Err(redacted_error("", &e)),
+    }
+}
+
 /// How to read bodies that are not postroom envelopes: a JSON body, its id in a header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForeignFormat {
@@ -200,7 +307,7 @@ impl EnvelopeDecoder {
         msg: &crate::transport::ReceivedMessage,
     ) -> Result<Envelope, DecodeError> {
         let data: serde_json::Value = serde_json::from_slice(&msg.body)
-            .map_err(|e| DecodeError::Malformed(format!("not JSON: {e}")))?;
+            .map_err(|e| DecodeError::Malformed(format!("not JSON: {}", redacted_error("", &e))))?;
         let raw_id = msg
             .headers
             .get(&format.id_header)
@@ -266,8 +373,11 @@ impl EnvelopeDecoder {
                 limit: self.max_bytes,
             });
         }
-        let envelope: Envelope =
-            serde_json::from_slice(body).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        let envelope: Envelope = deserialize_redacted(
+            serde_json::from_slice(body),
+            &mut serde_json::Deserializer::from_slice(body),
+        )
+        .map_err(DecodeError::Malformed)?;
         self.check_type(envelope)
     }
 }
@@ -361,6 +471,129 @@ mod tests {
             dec.decode_message(&native).unwrap().id,
             env.id,
             "envelopes still read as such"
+        );
+    }
+
+    #[test]
+    fn a_decode_error_names_the_path_and_the_expected_type_never_the_value() {
+        let dec = EnvelopeDecoder::new().accept_anything();
+        let mut v: serde_json::Value = serde_json::from_slice(&sample().to_bytes()).unwrap();
+        v["schema_version"] = "card 4111 1111 1111 1111".into();
+        let err = dec.decode(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.code(), "malformed");
+        assert!(!text.contains("4111"), "{text}");
+        assert!(
+            text.contains("schema_version: invalid type: string, expected u32 at line 1"),
+            "{text}"
+        );
+        v["schema_version"] = 1.into();
+        v["aggregate"]["version"] = (-4111_i64).into();
+        let text = dec
+            .decode(&serde_json::to_vec(&v).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(!text.contains("4111"), "{text}");
+        assert!(
+            text.contains("aggregate.version: invalid value: integer, expected u64"),
+            "{text}"
+        );
+        v["aggregate"]["version"] = 1.into();
+        v["id"] = "4111-1111-1111-1111".into();
+        let text = dec
+            .decode(&serde_json::to_vec(&v).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(!text.contains("4111"), "{text}");
+        assert!(text.starts_with("undecodable body: id: "), "{text}");
+    }
+
+    #[test]
+    fn a_typed_payload_that_does_not_fit_is_named_by_path_without_its_value() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Order {
+            lines: Vec<Line>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Line {
+            qty: u32,
+        }
+        let env = Envelope::builder("order.created", "orders")
+            .aggregate("order", "o-1", 1)
+            .data(serde_json::json!({"lines": [{"qty": 1}, {"qty": "card 4111 1111 1111 1111"}]}))
+            .build();
+        let e = env.data_as::<Order>().unwrap_err();
+        let text = format!("{e:?}");
+        assert!(!text.contains("4111"), "{text}");
+        assert!(
+            text.contains("lines[1].qty: invalid type: string, expected u32"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn serde_wordings_keep_what_the_schema_says() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        enum Kind {
+            Card,
+            Cash,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        #[serde(deny_unknown_fields)]
+        struct Payment {
+            kind: Kind,
+            amount: u32,
+            tags: [u8; 2],
+        }
+        let redacted = |body: &str| {
+            deserialize_redacted::<Payment, _>(
+                serde_json::from_str(body),
+                &mut serde_json::Deserializer::from_str(body),
+            )
+            .unwrap_err()
+        };
+        let cases = [
+            (
+                r#"{"kind":"alice@example.com","amount":1,"tags":[1,2]}"#,
+                "kind: unknown variant, expected `Card` or `Cash`",
+            ),
+            (
+                r#"{"kind":"Card","amount":true,"tags":[1,2]}"#,
+                "amount: invalid type: boolean, expected u32",
+            ),
+            (
+                r#"{"kind":"Card","amount":1.5,"tags":[1,2]}"#,
+                "amount: invalid type: floating point, expected u32",
+            ),
+            (
+                r#"{"kind":"Card","amount":1,"tags":[1]}"#,
+                "tags: invalid length 1, expected an array of length 2",
+            ),
+            (r#"{"kind":"Card","tags":[1,2]}"#, "missing field `amount`"),
+            (
+                r#"{"kind":"Card","amount":1,"tags":[1,2],"x":1}"#,
+                "unknown field `x`",
+            ),
+            (
+                r#"{"kind":"Card","amount":1,"tags":[1,2]} 4111"#,
+                "trailing characters",
+            ),
+        ];
+        for (body, want) in cases {
+            let got = redacted(body);
+            assert!(got.contains(want), "{body}: {got}");
+            assert!(
+                !got.contains("alice") && !got.contains("1.5") && !got.contains("4111"),
+                "{got}"
+            );
+        }
+        assert_eq!(
+            without_quoted(r#"found `Z` in "card 4111" at 3"#),
+            r#"found `…` in "…" at 3"#
         );
     }
 

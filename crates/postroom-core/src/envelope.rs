@@ -153,7 +153,9 @@ impl Envelope {
     pub fn data_as<T: serde::de::DeserializeOwned>(
         &self,
     ) -> Result<T, crate::outcome::HandlerError> {
-        T::deserialize(&self.data).map_err(|e| {
+        // The error names where and what was expected, never the value (payloads hold
+        // personal data, and parked errors are shown to every reader of the parking lot).
+        crate::decode::deserialize_redacted(T::deserialize(&self.data), &self.data).map_err(|e| {
             crate::outcome::HandlerError::permanent(
                 crate::outcome::codes::MALFORMED_DATA,
                 format!(

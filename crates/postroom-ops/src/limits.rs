@@ -3,6 +3,7 @@
 //! The `parse_*` functions fit clap's `value_parser`.
 
 use crate::error::{OpsError, OpsResult};
+use std::time::Duration;
 
 /// The slowest redrive rate, messages per second (one per 1000 s).
 pub const MIN_RATE: f64 = 0.001;
@@ -76,6 +77,23 @@ pub fn parse_positive_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A span as operators type it ([`crate::time::parse_span`]) for `flag`, from `min` to `max`
+/// (`--sample-every 1ms` is refused: it would keep a core busy).
+pub fn parse_span_within(flag: &str, s: &str, min: Duration, max: Duration) -> OpsResult<Duration> {
+    let d = crate::time::parse_span(s).map_err(|e| e.context(flag.to_string()))?;
+    if (min..=max).contains(&d) {
+        Ok(d)
+    } else {
+        let f = postroom_core::retry::ladder::format_duration;
+        Err(OpsError::usage(format!(
+            "{flag} must be between {} and {}, not {}",
+            f(min),
+            f(max),
+            s.trim()
+        )))
+    }
+}
+
 /// A whole number from `min` to `max`.
 pub fn parse_count(s: &str, min: usize, max: usize) -> Result<usize, String> {
     let v: usize = s
@@ -125,5 +143,18 @@ mod tests {
             assert!(parse_limit(bad).is_err(), "limit {bad}");
         }
         assert!(check_rate(1e-30).unwrap_err().message.contains("between"));
+        let (s, h) = (Duration::from_secs(1), Duration::from_secs(3600));
+        assert_eq!(
+            parse_span_within("--sample-every", "1ms", s, h)
+                .unwrap_err()
+                .message,
+            "--sample-every must be between 1s and 1h, not 1ms"
+        );
+        assert!(parse_span_within("--sample-every", "2h", s, h).is_err());
+        assert!(parse_span_within("--sample-every", "9000000000000h", s, h).is_err());
+        assert_eq!(
+            parse_span_within("--x", "10s", s, h).unwrap(),
+            Duration::from_secs(10)
+        );
     }
 }

@@ -55,13 +55,21 @@ impl AuditLog for SqliteStore {
         Ok(id)
     }
 
-    /// Audit entries, newest first, at most `limit`; only those about `target` when given.
-    async fn audit_entries(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>> {
+    /// A page of audit entries, newest first, below id `before` when given, at most
+    /// `limit`; only those about `target` when given.
+    async fn audit_page(
+        &self,
+        target: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(
-            "SELECT * FROM postroom_audit WHERE (?1 IS NULL OR target = ?1) ORDER BY id DESC LIMIT ?2",
+            "SELECT * FROM postroom_audit WHERE (?1 IS NULL OR target = ?1) AND (?2 IS NULL OR id < ?2)
+             ORDER BY id DESC LIMIT ?3",
         )
         .bind(target)
-        .bind(limit as i64)
+        .bind(before)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(self.pool())
         .await
         .db()?;

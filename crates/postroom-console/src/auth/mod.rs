@@ -1,5 +1,7 @@
 //! Authentication and authorisation: users and their roles, sessions in HttpOnly
-//! SameSite=Strict cookies, and a CSRF token checked on every state-changing request.
+//! SameSite=Strict cookies (stored only once a login succeeded; visitors before it carry a
+//! signed cookie), a CSRF token checked on every state-changing request, and failed logins
+//! and wrong API tokens throttled per client and per user.
 //!
 //! Auth may be off only when the console listens on loopback; then every visitor is the
 //! admin `local`, and CSRF protection still applies (a page on another site can post to
@@ -7,9 +9,13 @@
 
 pub mod csrf;
 pub mod session;
+pub mod throttle;
+pub mod tokens;
 pub mod users;
+pub mod visitor;
 
 pub use session::{Session, Sessions};
+pub use throttle::{Limit, LoginLimits, Logins, Throttle};
 pub use users::{USERS_ENV, USERS_FILE_ENV, User, Users, hash_password};
 
 use serde::Serialize;
@@ -70,6 +76,17 @@ pub enum Auth {
     Disabled,
     /// These users log in with their passwords.
     Users(Users),
+}
+
+impl Auth {
+    /// Who a visitor without a session is: the admin `local` with auth off, else nobody.
+    #[must_use]
+    pub fn visitor_user(&self) -> Option<(String, Role)> {
+        match self {
+            Auth::Disabled => Some(("local".to_string(), Role::Admin)),
+            Auth::Users(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]

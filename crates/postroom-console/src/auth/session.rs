@@ -1,6 +1,8 @@
-//! Sessions kept in memory, named by a random id in an HttpOnly, SameSite=Strict cookie
-//! (Secure when the console is reached over TLS). Every visitor gets one, logged in or not,
-//! so that the login form is CSRF-protected too; logging in replaces it with a new id.
+//! Sessions of logged-in users, kept in memory and named by a random id in an HttpOnly,
+//! SameSite=Strict cookie (Secure when the console is reached over TLS). Only a successful
+//! login stores one: visitors before it hold their state in their own signed cookie
+//! ([`super::visitor`]). A user has at most [`MAX_PER_USER`] sessions (their oldest goes
+//! first), so nobody's logins push another user's sessions out.
 
 use super::{Permission, Role};
 use rand::Rng;
@@ -11,13 +13,16 @@ use std::time::{Duration, Instant};
 /// Name of the session cookie.
 pub const COOKIE: &str = "postroom_session";
 
-/// Most sessions kept at once; the oldest are dropped beyond it.
+/// Most sessions of one user at once; their oldest is ended beyond it.
+pub const MAX_PER_USER: usize = 32;
+
+/// Most sessions kept at once; expired ones go first, then the oldest.
 const MAX_SESSIONS: usize = 10_000;
 
-/// One session.
+/// One visit's identity: a stored session, or a visitor without one (empty `id`).
 #[derive(Clone, Debug)]
 pub struct Session {
-    /// Random id (the cookie value).
+    /// Random id (the cookie value); empty for a visitor without a stored session.
     pub id: String,
     /// Logged-in user and role, if any.
     pub user: Option<(String, Role)>,
@@ -27,6 +32,18 @@ pub struct Session {
 }
 
 impl Session {
+    /// A visitor without a stored session: `user` when auth is off (the local admin),
+    /// carrying `csrf`.
+    #[must_use]
+    pub fn visitor(user: Option<(String, Role)>, csrf: String) -> Self {
+        Self {
+            id: String::new(),
+            user,
+            csrf,
+            last_seen: Instant::now(),
+        }
+    }
+
     /// The user's name, or `-` when nobody is logged in.
     #[must_use]
     pub fn name(&self) -> &str {
@@ -58,17 +75,15 @@ pub fn random_token() -> String {
 pub struct Sessions {
     map: Mutex<HashMap<String, Session>>,
     idle: Duration,
-    secure: bool,
 }
 
 impl Sessions {
-    /// Sessions that end after `idle` without a request; cookies marked Secure when `secure`.
+    /// Sessions that end after `idle` without a request.
     #[must_use]
-    pub fn new(idle: Duration, secure: bool) -> Self {
+    pub fn new(idle: Duration) -> Self {
         Self {
             map: Mutex::new(HashMap::new()),
             idle,
-            secure,
         }
     }
 
@@ -89,25 +104,25 @@ impl Sessions {
         }
     }
 
-    /// A new session for `user` (or nobody).
-    pub fn create(&self, user: Option<(String, Role)>) -> Session {
+    /// A new session for `user`, who just logged in.
+    pub fn create(&self, user: (String, Role)) -> Session {
         let s = Session {
             id: random_token(),
-            user,
             csrf: random_token(),
             last_seen: Instant::now(),
+            user: Some(user),
         };
         let mut map = self.map.lock().expect("sessions lock");
+        let idle = self.idle;
+        let name = s.name().to_string();
+        let theirs = map.values().filter(|o| o.name() == name).count();
+        if theirs >= MAX_PER_USER {
+            end_oldest(&mut map, |o| o.name() == name);
+        }
         if map.len() >= MAX_SESSIONS {
-            let idle = self.idle;
-            map.retain(|_, s| s.last_seen.elapsed() < idle);
-            if map.len() >= MAX_SESSIONS
-                && let Some(oldest) = map
-                    .values()
-                    .min_by_key(|s| s.last_seen)
-                    .map(|s| s.id.clone())
-            {
-                map.remove(&oldest);
+            map.retain(|_, o| o.last_seen.elapsed() < idle);
+            if map.len() >= MAX_SESSIONS {
+                end_oldest(&mut map, |_| true);
             }
         }
         map.insert(s.id.clone(), s.clone());
@@ -117,12 +132,7 @@ impl Sessions {
     /// A session for one request authenticated by an API token: not stored, no cookie.
     #[must_use]
     pub fn for_request(&self, user: (String, Role)) -> Session {
-        Session {
-            id: String::new(),
-            user: Some(user),
-            csrf: String::new(),
-            last_seen: Instant::now(),
-        }
+        Session::visitor(Some(user), String::new())
     }
 
     /// End session `id`.
@@ -130,24 +140,53 @@ impl Sessions {
         self.map.lock().expect("sessions lock").remove(id);
     }
 
-    /// The `Set-Cookie` value that carries `s`.
+    /// How many sessions are stored.
     #[must_use]
-    pub fn cookie(&self, s: &Session) -> String {
-        format!(
-            "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
-            s.id,
-            self.idle.as_secs(),
-            if self.secure { "; Secure" } else { "" }
-        )
+    pub fn len(&self) -> usize {
+        self.map.lock().expect("sessions lock").len()
+    }
+
+    /// Whether none is stored.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `Set-Cookie` value that carries `s`, `Secure` when `secure`.
+    #[must_use]
+    pub fn cookie(&self, s: &Session, secure: bool) -> String {
+        cookie(COOKIE, &s.id, Some(self.idle), secure)
     }
 }
 
-/// The session id in a `Cookie` header, if any.
+fn end_oldest(map: &mut HashMap<String, Session>, of: impl Fn(&Session) -> bool) {
+    if let Some(oldest) = map
+        .values()
+        .filter(|s| of(s))
+        .min_by_key(|s| s.last_seen)
+        .map(|s| s.id.clone())
+    {
+        map.remove(&oldest);
+    }
+}
+
+/// A `Set-Cookie` value: HttpOnly, SameSite=Strict, for the whole console; `max_age` `None`
+/// ends the cookie at once.
 #[must_use]
-pub fn cookie_value(header: &str) -> Option<&str> {
+pub fn cookie(name: &str, value: &str, max_age: Option<Duration>, secure: bool) -> String {
+    format!(
+        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        max_age.map_or(0, |d| d.as_secs()),
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// The value of cookie `name` in a `Cookie` header, if any.
+#[must_use]
+pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.split(';').find_map(|part| {
         let (k, v) = part.trim().split_once('=')?;
-        (k == COOKIE).then_some(v)
+        (k == name).then_some(v)
     })
 }
 
@@ -157,12 +196,13 @@ mod tests {
 
     #[test]
     fn cookie_is_http_only_and_strict() {
-        let s = Sessions::new(Duration::from_secs(60), true);
-        let session = s.create(None);
-        let c = s.cookie(&session);
+        let s = Sessions::new(Duration::from_secs(60));
+        let session = s.create(("alice".into(), Role::Viewer));
+        let c = s.cookie(&session, true);
         assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.contains("Secure"));
+        assert!(!s.cookie(&session, false).contains("Secure"));
         assert_eq!(
-            cookie_value(&format!("a=b; {COOKIE}={}", session.id)),
+            cookie_value(&format!("a=b; {COOKIE}={}", session.id), COOKIE),
             Some(session.id.as_str())
         );
         assert!(s.get(&session.id).is_some());
@@ -171,8 +211,15 @@ mod tests {
     }
 
     #[test]
-    fn plain_http_cookie_is_not_secure() {
-        let s = Sessions::new(Duration::from_secs(60), false);
-        assert!(!s.cookie(&s.create(None)).contains("Secure"));
+    fn one_users_logins_end_only_their_own_oldest_sessions() {
+        let s = Sessions::new(Duration::from_secs(60));
+        let bob = s.create(("bob".into(), Role::Viewer));
+        let first = s.create(("alice".into(), Role::Viewer));
+        for _ in 0..MAX_PER_USER * 3 {
+            s.create(("alice".into(), Role::Viewer));
+        }
+        assert_eq!(s.len(), MAX_PER_USER + 1);
+        assert!(s.get(&bob.id).is_some(), "bob's session survived");
+        assert!(s.get(&first.id).is_none(), "alice's oldest went");
     }
 }

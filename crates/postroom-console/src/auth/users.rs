@@ -6,18 +6,28 @@
 //! API token for scripts (sent as `Authorization: Bearer …`; the hash is of the token):
 //!
 //! ```text
-//! # name    role      argon2 hash (postroom_console::auth::hash_password)
+//! # name    role      argon2 hash (postroom console hash-password)
 //! alice     operator  $argon2id$v=19$m=19456,t=2,p=1$…
 //! token  ci-bot  viewer  $argon2id$v=19$m=19456,t=2,p=1$…
 //! ```
+//!
+//! A login costs the same whatever the name: besides the user's own hash, a dummy hash of
+//! each other argon2 setting the users' hashes use is checked, and an unknown name checks
+//! the dummy of every setting. How long a refusal takes tells nothing about which names
+//! exist, even when users' hashes were made with different settings.
 
 use super::Role;
-use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
 use postroom_core::{Error, ErrorKind, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The most memory (KiB) a users-file hash may make each login spend: 1 GiB.
+pub const MAX_MEMORY_KIB: u32 = 1024 * 1024;
+/// The most passes a users-file hash may make each login spend.
+pub const MAX_PASSES: u32 = 64;
 
 /// Environment variable holding user lines.
 pub const USERS_ENV: &str = "POSTROOM_CONSOLE_USERS";
@@ -39,8 +49,69 @@ pub struct User {
 pub struct Users {
     by_name: BTreeMap<String, User>,
     tokens: Vec<User>,
-    // Checked for unknown names, so that they take as long as known ones.
-    dummy: String,
+    // One hash of a random secret per argon2 setting of the users' hashes: checked beside
+    // the user's own (every one for an unknown name), so that every login costs the same.
+    dummies: Vec<(Setting, String)>,
+}
+
+/// The argon2 settings of a hash: what a check of it costs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Setting {
+    algorithm: Algorithm,
+    version: Version,
+    memory_kib: u32,
+    passes: u32,
+    lanes: u32,
+    output_len: Option<usize>,
+}
+
+impl Setting {
+    fn of(hash: &PasswordHash<'_>) -> std::result::Result<Self, String> {
+        let algorithm = Algorithm::try_from(hash.algorithm)
+            .map_err(|_| "the hash is not an argon2 PHC string".to_string())?;
+        let version = hash
+            .version
+            .map_or(Ok(Version::default()), Version::try_from)
+            .map_err(|_| "the hash names an unknown argon2 version".to_string())?;
+        let params = Params::try_from(hash)
+            .map_err(|_| "the hash's argon2 settings are not valid".to_string())?;
+        if params.m_cost() > MAX_MEMORY_KIB || params.t_cost() > MAX_PASSES {
+            return Err(format!(
+                "the hash's argon2 settings (m={}, t={}) would make each login spend more than \
+                 m={MAX_MEMORY_KIB} KiB or t={MAX_PASSES} passes",
+                params.m_cost(),
+                params.t_cost()
+            ));
+        }
+        Ok(Self {
+            algorithm,
+            version,
+            memory_kib: params.m_cost(),
+            passes: params.t_cost(),
+            lanes: params.p_cost(),
+            output_len: params.output_len(),
+        })
+    }
+
+    /// A hash of a random secret with these settings.
+    fn dummy(&self) -> Result<String> {
+        let params = Params::new(self.memory_kib, self.passes, self.lanes, self.output_len)
+            .map_err(|e| Error::new(ErrorKind::Config, format!("argon2 settings: {e}")))?;
+        let secret = crate::auth::session::random_token();
+        Argon2::new(self.algorithm, self.version, params)
+            .hash_password(secret.as_bytes(), &SaltString::generate(&mut OsRng))
+            .map(|h| h.to_string())
+            .map_err(|e| Error::new(ErrorKind::Config, format!("cannot hash: {e}")))
+    }
+}
+
+/// Whether `password` is the one `hash` was made of (with the hash's own settings).
+fn matches(hash: &str, password: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| {
+        Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok()
+    })
 }
 
 /// Hash `password` with argon2id and a random salt, as a PHC string for a users line.
@@ -57,6 +128,7 @@ impl Users {
     pub fn parse(text: &str) -> Result<Self> {
         let mut by_name = BTreeMap::new();
         let mut tokens = Vec::new();
+        let mut settings: Vec<Setting> = Vec::new();
         for (n, line) in text.split(['\n', ';']).enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -77,7 +149,12 @@ impl Users {
                 return Err(bad("expected `name role hash` or `token name role hash`"));
             };
             let role: Role = role.parse().map_err(|e: String| bad(&e))?;
-            PasswordHash::new(hash).map_err(|_| bad("the hash is not an argon2 PHC string"))?;
+            let parsed =
+                PasswordHash::new(hash).map_err(|_| bad("the hash is not an argon2 PHC string"))?;
+            let setting = Setting::of(&parsed).map_err(|e| bad(&e))?;
+            if !is_token && !settings.contains(&setting) {
+                settings.push(setting);
+            }
             if is_token {
                 tokens.push(User {
                     name: name.to_string(),
@@ -106,11 +183,14 @@ impl Users {
                 "no console users are defined",
             ));
         }
-        let dummy = hash_password(&crate::auth::session::random_token())?;
+        let dummies = settings
+            .into_iter()
+            .map(|s| s.dummy().map(|d| (s, d)))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             by_name,
             tokens,
-            dummy,
+            dummies,
         })
     }
 
@@ -137,30 +217,31 @@ impl Users {
         }
     }
 
-    /// The user `name` if `password` is theirs. Takes the same time whether or not the user
-    /// exists (a dummy hash is checked for unknown names).
+    /// The user `name` if `password` is theirs. Costs the same whether or not the user
+    /// exists, whatever the settings of their hash: one check of each setting the users'
+    /// hashes use (their own hash for theirs, a dummy for the others).
     #[must_use]
     pub fn verify(&self, name: &str, password: &str) -> Option<&User> {
         let user = self.by_name.get(name);
-        let hash = user.map_or(self.dummy.as_str(), |u| u.hash.as_str());
-        let ok = PasswordHash::new(hash).is_ok_and(|h| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &h)
-                .is_ok()
+        let own = user.and_then(|u| {
+            PasswordHash::new(&u.hash)
+                .ok()
+                .and_then(|h| Setting::of(&h).ok())
         });
+        let ok = user.is_some_and(|u| matches(&u.hash, password));
+        for (setting, dummy) in &self.dummies {
+            if own.as_ref() != Some(setting) {
+                // Only the time it takes matters.
+                let _ = matches(dummy, password);
+            }
+        }
         user.filter(|_| ok)
     }
 
     /// The user an API token belongs to, if it is one (every token hash is checked).
     #[must_use]
     pub fn verify_token(&self, token: &str) -> Option<&User> {
-        self.tokens.iter().find(|u| {
-            PasswordHash::new(&u.hash).is_ok_and(|h| {
-                Argon2::default()
-                    .verify_password(token.as_bytes(), &h)
-                    .is_ok()
-            })
-        })
+        self.tokens.iter().find(|u| matches(&u.hash, token))
     }
 
     /// How many users there are.
@@ -206,6 +287,30 @@ mod tests {
             users.verify("bot", "tok-123").is_none(),
             "a token is no login"
         );
+    }
+
+    #[test]
+    fn each_argon2_setting_of_the_users_has_one_dummy() {
+        let h = hash_password("s3cret").unwrap();
+        let other = Argon2::new(
+            Algorithm::Argon2id,
+            Version::V0x13,
+            Params::new(8 * 1024, 1, 1, None).unwrap(),
+        )
+        .hash_password(b"s3cret", &SaltString::generate(&mut OsRng))
+        .unwrap()
+        .to_string();
+        let users = Users::parse(&format!("a viewer {h}\nb viewer {h}\nc viewer {other}")).unwrap();
+        assert_eq!(users.dummies.len(), 2);
+        assert_eq!(
+            users.verify("c", "s3cret").map(|u| u.name.as_str()),
+            Some("c")
+        );
+        assert!(users.verify("c", "wrong").is_none());
+        let absurd =
+            "$argon2id$v=19$m=4194304,t=2,p=1$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG";
+        let e = Users::parse(&format!("a viewer {absurd}")).unwrap_err();
+        assert!(e.to_string().contains("m=4194304"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 pub struct EditRefused(pub String);
 
 /// The changes from `before` to `after` as a list of `{path, before, after}` (JSON pointers),
-/// or, when either is not JSON, the two texts.
+/// or, when either is not JSON, the two texts; each value cut short as the audit keeps it
+/// ([`crate::audit::bounded_value`]).
 #[must_use]
 pub fn diff(before: &[u8], after: &[u8]) -> Value {
     match (
@@ -23,10 +24,22 @@ pub fn diff(before: &[u8], after: &[u8]) -> Value {
         }
         _ => json!([{
             "path": "",
-            "before": String::from_utf8_lossy(before),
-            "after": String::from_utf8_lossy(after),
+            "before": bounded(&Value::String(String::from_utf8_lossy(before).into_owned())),
+            "after": bounded(&Value::String(String::from_utf8_lossy(after).into_owned())),
         }]),
     }
+}
+
+fn bounded(v: &Value) -> Value {
+    crate::audit::bounded_value(Some(v))
+}
+
+fn change(path: &str, a: Option<&Value>, b: Option<&Value>) -> Value {
+    json!({
+        "path": path,
+        "before": crate::audit::bounded_value(a),
+        "after": crate::audit::bounded_value(b),
+    })
 }
 
 fn escape(key: &str) -> String {
@@ -41,7 +54,7 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<Value>) {
                 let p = format!("{path}/{}", escape(k));
                 match (x.get(k), y.get(k)) {
                     (Some(va), Some(vb)) => walk(&p, va, vb, out),
-                    (va, vb) => out.push(json!({"path": p, "before": va, "after": vb})),
+                    (va, vb) => out.push(change(&p, va, vb)),
                 }
             }
         }
@@ -51,7 +64,7 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<Value>) {
             }
         }
         _ if a == b => {}
-        _ => out.push(json!({"path": path, "before": a, "after": b})),
+        _ => out.push(change(path, Some(a), Some(b))),
     }
 }
 

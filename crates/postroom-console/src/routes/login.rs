@@ -1,7 +1,13 @@
-//! Logging in and out. A successful login replaces the session (new id, new CSRF token), so
-//! a session id known before the login is worth nothing after it.
+//! Logging in and out. A successful login stores a new session (new id, new CSRF token) and
+//! ends the visitor cookie it came with, so nothing known before the login is worth anything
+//! after it. Failed logins are throttled per client and per user name (known or not); a
+//! refused login is audited once, with the typed name cut short.
 
+use super::guard::{VISITOR_COOKIE_AGE, locked_out};
+use super::visit::Visit;
 use super::{Params, State, refusal};
+use crate::auth::session::{self, cookie};
+use crate::auth::visitor::{self, VisitorKey};
 use crate::auth::{Auth, Session};
 use crate::html::{self, esc};
 use crate::metrics as cm;
@@ -9,7 +15,11 @@ use axum::Extension;
 use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use postroom_core::message::truncate;
 use serde_json::json;
+
+/// The most characters of a typed user name that are kept (in the audit, as a throttle key).
+pub(crate) const MAX_NAME_CHARS: usize = 64;
 
 pub(crate) async fn form(Extension(s): Extension<Session>) -> Response {
     if s.user.is_some() {
@@ -35,27 +45,44 @@ fn login_page(s: &Session, error: Option<&str>) -> String {
     )
 }
 
+fn set_cookie(resp: &mut Response, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
 pub(crate) async fn submit(
     state: State,
     Extension(s): Extension<Session>,
+    Extension(visit): Extension<Visit>,
     body: Bytes,
 ) -> Response {
     let p = Params::parse(&body);
-    let name = p.get("username").unwrap_or("").to_string();
+    let typed = p.get("username").unwrap_or("");
+    // Cut short: what is audited and what keys the throttle.
+    let name = truncate(typed, MAX_NAME_CHARS);
     let password =
         p.0.iter()
             .find(|(k, _)| k == "password")
-            .map_or("", |(_, v)| v.as_str());
+            .map_or("", |(_, v)| v.as_str())
+            .to_string();
     let users = match &state.auth {
         Auth::Users(u) => u.clone(),
         Auth::Disabled => return Redirect::to("/parking").into_response(),
     };
-    let password = password.to_string();
-    let name_for_check = name.clone();
+    let client = visit.client_key();
+    if let Some(wait) = state.logins.locked(client.as_deref(), Some(&name)) {
+        metrics::counter!(cm::LOGINS, "result" => "locked").increment(1);
+        let (status, headers, text) = locked_out(wait);
+        return (status, headers, Html(login_page(&s, Some(text.trim())))).into_response();
+    }
+    // A name longer than any user's is nobody's; it is checked all the same (the time a
+    // refusal takes tells nothing).
+    let exact = typed.to_string();
     // argon2 takes tens of milliseconds of CPU: off the async workers.
     let found = tokio::task::spawn_blocking(move || {
         users
-            .verify(&name_for_check, &password)
+            .verify(&exact, &password)
             .map(|u| (u.name.clone(), u.role))
     })
     .await
@@ -63,9 +90,15 @@ pub(crate) async fn submit(
     .flatten();
     let Some((user, role)) = found else {
         metrics::counter!(cm::LOGINS, "result" => "refused").increment(1);
+        let locked = state.logins.failed(client.as_deref(), Some(&name));
         let _ = state
             .audit
-            .record(&name, "login.refused", &name, json!({}))
+            .record(
+                &name,
+                "login.refused",
+                "login",
+                json!({"client": client, "locked_out": locked}),
+            )
             .await;
         return (
             StatusCode::UNAUTHORIZED,
@@ -73,8 +106,11 @@ pub(crate) async fn submit(
         )
             .into_response();
     };
-    state.sessions.remove(&s.id);
-    let fresh = state.sessions.create(Some((user.clone(), role)));
+    state.logins.succeeded(&name);
+    if !s.id.is_empty() {
+        state.sessions.remove(&s.id);
+    }
+    let fresh = state.sessions.create((user.clone(), role));
     metrics::counter!(cm::LOGINS, "result" => "ok").increment(1);
     if let Err(e) = state
         .audit
@@ -84,25 +120,33 @@ pub(crate) async fn submit(
         return refusal(&s, StatusCode::SERVICE_UNAVAILABLE, "Error", &e.to_string());
     }
     let mut resp = Redirect::to("/parking").into_response();
-    if let Ok(v) = HeaderValue::from_str(&state.sessions.cookie(&fresh)) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
+    set_cookie(&mut resp, &state.sessions.cookie(&fresh, visit.secure));
+    set_cookie(&mut resp, &cookie(visitor::COOKIE, "", None, visit.secure));
     resp
 }
 
-pub(crate) async fn logout(state: State, Extension(s): Extension<Session>) -> Response {
-    state.sessions.remove(&s.id);
+pub(crate) async fn logout(
+    state: State,
+    Extension(s): Extension<Session>,
+    Extension(visit): Extension<Visit>,
+) -> Response {
+    if !s.id.is_empty() {
+        state.sessions.remove(&s.id);
+    }
     let _ = state
         .audit
         .record(s.name(), "logout", s.name(), json!({}))
         .await;
-    let anonymous = state.sessions.create(match state.auth {
-        Auth::Disabled => Some(("local".to_string(), crate::auth::Role::Admin)),
-        Auth::Users(_) => None,
-    });
     let mut resp = Redirect::to("/login").into_response();
-    if let Ok(v) = HeaderValue::from_str(&state.sessions.cookie(&anonymous)) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
+    set_cookie(&mut resp, &cookie(session::COOKIE, "", None, visit.secure));
+    set_cookie(
+        &mut resp,
+        &cookie(
+            visitor::COOKIE,
+            &VisitorKey::nonce(),
+            Some(VISITOR_COOKIE_AGE),
+            visit.secure,
+        ),
+    );
     resp
 }

@@ -98,7 +98,7 @@ fn copy(s: &Session, m: &ParkedMessage) -> String {
         pa = time(m.parked_at),
         class = m.error_class.as_str(),
         code = esc(&m.error_code),
-        err = esc(&m.error_message),
+        err = esc(&super::parking::error_text(s, &m.error_message)),
         corr = opt(&m.correlation_id),
         trace = opt(&m.traceparent),
         rk = esc(&m.routing_key),

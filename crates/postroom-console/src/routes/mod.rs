@@ -9,15 +9,20 @@ mod audit;
 mod feeds;
 mod guard;
 mod health;
+pub(crate) mod hosts;
 mod login;
 mod message;
 mod parking;
 mod pipeline;
+mod protective;
 mod redrive;
 mod selection;
+mod visit;
 
 use crate::audit::Auditor;
-use crate::auth::{Auth, Permission, Session, Sessions};
+use crate::auth::tokens::TokenCache;
+use crate::auth::visitor::VisitorKey;
+use crate::auth::{Auth, Logins, Permission, Session, Sessions};
 use crate::backend::{ParkingConsole, PipelineProbe};
 use crate::html;
 use crate::metrics as cm;
@@ -36,10 +41,20 @@ use std::time::Duration;
 pub(crate) struct AppState {
     pub parking: Arc<dyn ParkingConsole>,
     pub probe: Arc<dyn PipelineProbe>,
+    /// Sessions of logged-in users.
     pub sessions: Sessions,
-    /// API tokens already verified (argon2 is checked once per token, not per request).
-    pub verified_tokens:
-        std::sync::Mutex<std::collections::HashMap<String, (String, crate::auth::Role)>>,
+    /// Signs the nonces of visitors without a session.
+    pub visitors: VisitorKey,
+    /// API tokens already checked (argon2 runs once per token, right or wrong).
+    pub tokens: TokenCache,
+    /// Failed logins and wrong tokens, per client and per user name.
+    pub logins: Logins,
+    /// The host names served and the origins that may post.
+    pub hosts: hosts::HostPolicy,
+    /// The header a proxy in front names the client in, when configured.
+    pub client_header: Option<String>,
+    /// Mark cookies Secure whatever the request says.
+    pub secure_cookies: bool,
     pub auth: Auth,
     pub runs: Arc<Runs>,
     pub audit: Auditor,
@@ -84,6 +99,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             guard::guard,
         ))
+        // The guard holds bodies to what each request needs; handlers take what it let by.
+        .layer(axum::extract::DefaultBodyLimit::max(guard::MAX_EDIT_BODY))
+        .layer(axum::middleware::map_response(protective::protect))
         .with_state(state)
 }
 

@@ -9,7 +9,8 @@ use crate::html::{self, esc, time, url};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::Path;
-use axum::response::{Html, IntoResponse, Redirect};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use chrono::Utc;
 use postroom_core::{ParkedMessage, ParkingQuery, message::truncate};
 use serde_json::json;
@@ -17,7 +18,35 @@ use std::fmt::Write;
 
 const PAGE: usize = 50;
 
-fn filter_form(p: &Params) -> String {
+/// What a reader who may not see payloads sees instead of an error text: a handler's own
+/// message may quote the payload.
+pub(crate) const ERROR_HIDDEN: &str = "error text hidden";
+
+/// The error text of `m` for `s`: whole for roles that may see payloads, else hidden.
+pub(crate) fn error_text(s: &Session, text: &str) -> String {
+    if s.allows(Permission::ViewPayload) {
+        text.to_string()
+    } else {
+        ERROR_HIDDEN.to_string()
+    }
+}
+
+/// The listing query of `p`, refused for a reader who may not search error texts (a search
+/// of them would tell what they hold).
+pub(crate) fn query_for(s: &Session, p: &Params) -> Result<ParkingQuery, Response> {
+    if p.get("q").is_some() && !s.allows(Permission::ViewPayload) {
+        metrics::counter!(crate::metrics::REFUSED, "reason" => "role").increment(1);
+        return Err(super::refusal(
+            s,
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Your role may not search error texts: they may quote message payloads.",
+        ));
+    }
+    query_of(p).or_failure(s)
+}
+
+fn filter_form(s: &Session, p: &Params) -> String {
     let v = |k: &str| esc(p.get(k).unwrap_or(""));
     let class = p.get("class").unwrap_or("");
     let opt = |value: &str, label: &str, current: &str| {
@@ -35,7 +64,7 @@ fn filter_form(p: &Params) -> String {
 <label>Code <input name="code" id="f-code" value="{}"></label>
 <label>Parked from <input name="since" id="f-since" placeholder="2026-01-31T12:00" value="{}"></label>
 <label>until <input name="until" id="f-until" placeholder="UTC" value="{}"></label>
-<label>Error text <input name="q" id="f-q" value="{}"></label>
+{}
 <label>Status <select name="status" id="f-status">{}{}</select></label>
 <button type="submit" id="apply-filters">Filter</button></form>"#,
         v("type"),
@@ -47,14 +76,21 @@ fn filter_form(p: &Params) -> String {
         v("code"),
         v("since"),
         v("until"),
-        v("q"),
+        if s.allows(Permission::ViewPayload) {
+            format!(
+                r#"<label>Error text <input name="q" id="f-q" value="{}"></label>"#,
+                v("q")
+            )
+        } else {
+            String::new()
+        },
         opt("", "waiting", status),
         opt("all", "with redriven", status),
     )
 }
 
-/// Table rows of parked copies, with a checkbox each when `select`.
-pub(crate) fn rows(ms: &[ParkedMessage], select: bool) -> String {
+/// Table rows of parked copies as `s` may see them, with a checkbox each when `select`.
+pub(crate) fn rows(s: &Session, ms: &[ParkedMessage], select: bool) -> String {
     let mut out = String::from(
         r#"<table class="messages" id="messages"><thead><tr><th></th><th>Parked at</th><th>Consumer</th><th>Type</th><th>Class</th><th>Code</th><th>Error</th><th>Att.</th><th>Status</th></tr></thead><tbody>"#,
     );
@@ -77,7 +113,7 @@ pub(crate) fn rows(ms: &[ParkedMessage], select: bool) -> String {
             m.error_class.as_str(),
             esc(&m.error_code),
             m.message_id,
-            esc(&truncate(&m.error_message, 120)),
+            esc(&truncate(&error_text(s, &m.error_message), 120)),
             m.attempts,
             m.status.as_str(),
         );
@@ -100,7 +136,7 @@ fn actions(s: &Session) -> String {
 }
 
 pub(crate) async fn list(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
-    let q = query_of(&p).or_failure(&s)?;
+    let q = query_for(&s, &p)?;
     let offset: usize = p.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
     let (total, ms) = tokio::try_join!(
         state.parking.lot().count_parked(&q),
@@ -129,16 +165,16 @@ pub(crate) async fn list(state: State, Extension(s): Extension<Session>, p: Para
 <form method="post" action="/redrive/preview" id="selection">{csrf}
 <p class="actions"><label><input type="checkbox" id="select-all"> all on this page</label> {actions}</p>
 {table}</form><p class="pager">{pager}</p>"#,
-        form = filter_form(&p),
+        form = filter_form(&s, &p),
         csrf = html::csrf_field(&s),
         actions = actions(&s),
-        table = rows(&ms, true),
+        table = rows(&s, &ms, true),
     );
     Ok(Html(html::page("Parking lot", &s, &body)).into_response())
 }
 
 pub(crate) async fn groups(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
-    let q = query_of(&p).or_failure(&s)?;
+    let q = query_for(&s, &p)?;
     let summaries = state
         .parking
         .lot()
@@ -159,7 +195,7 @@ pub(crate) async fn groups(state: State, Extension(s): Extension<Session>, p: Pa
             esc(g.message_type.as_deref().unwrap_or("?")),
             g.error_class.as_str(),
             esc(&g.error_code),
-            esc(&truncate(&g.template, 120)),
+            esc(&truncate(&error_text(&s, &g.template), 120)),
             time(g.first_seen),
             time(g.last_seen),
             k = g.key,
@@ -177,7 +213,7 @@ pub(crate) async fn groups(state: State, Extension(s): Extension<Session>, p: Pa
         r#"{form}<p><span id="group-count">{}</span> group(s) of <span id="count">{}</span> parked message(s).</p>{note}{table}"#,
         groups.len(),
         summaries.len(),
-        form = filter_form(&p).replace(r#"method="get""#, r#"method="get" action="/groups""#),
+        form = filter_form(&s, &p).replace(r#"method="get""#, r#"method="get" action="/groups""#),
     );
     Ok(Html(html::page("Failure groups", &s, &body)).into_response())
 }
@@ -229,17 +265,17 @@ pub(crate) async fn group(
         esc(g.message_type.as_deref().unwrap_or("?")),
         g.error_class.as_str(),
         esc(&g.error_code),
-        esc(&g.template),
+        esc(&error_text(&s, &g.template)),
         g.count,
         time(g.first_seen),
         time(g.last_seen),
-        rows(&ms, false),
+        rows(&s, &ms, false),
     );
     Ok(Html(html::page(&format!("Group {}", g.key), &s, &body)).into_response())
 }
 
 pub(crate) async fn archived(state: State, Extension(s): Extension<Session>, p: Params) -> Page {
-    let mut q = query_of(&p).or_failure(&s)?;
+    let mut q = query_for(&s, &p)?;
     q.archived = true;
     q.filter.include_redriven = true;
     let now = Utc::now();
@@ -261,7 +297,7 @@ pub(crate) async fn archived(state: State, Extension(s): Extension<Session>, p: 
     let body = format!(
         r#"<p>Archived messages are hidden from the parking lot and kept for {} days, then purged. <span id="archived-count">{total}</span> archived; {purgeable} past retention. {purge}</p>{}"#,
         state.retention.as_secs() / 86_400,
-        rows(&ms, false)
+        rows(&s, &ms, false)
     );
     Ok(Html(html::page("Archive", &s, &body)).into_response())
 }

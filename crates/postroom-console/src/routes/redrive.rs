@@ -81,7 +81,7 @@ pub(crate) async fn preview(state: State, Extension(s): Extension<Session>, body
         );
     }
     histogram.push_str("</table>");
-    let rows = super::parking::rows(&chosen[..chosen.len().min(PREVIEW_ROWS)], false);
+    let rows = super::parking::rows(&s, &chosen[..chosen.len().min(PREVIEW_ROWS)], false);
     let more = if chosen.len() > PREVIEW_ROWS {
         format!("<p>… and {} more.</p>", chosen.len() - PREVIEW_ROWS)
     } else {
@@ -243,16 +243,7 @@ pub(crate) async fn show(
         });
     let filter: Option<ParkingFilter> = serde_json::from_str(&run.filter).ok();
     let mut log = String::from(r#"<table class="audit" id="run-audit"><tbody>"#);
-    for e in &audit {
-        let _ = write!(
-            log,
-            r#"<tr><td>{}</td><td class="actor">{}</td><td class="action">{}</td><td><code>{}</code></td></tr>"#,
-            time(e.at),
-            esc(&e.actor),
-            esc(&e.action),
-            esc(&e.detail.to_string())
-        );
-    }
+    log.push_str(&super::audit::rows(&s, &audit, false));
     log.push_str("</tbody></table>");
     let skipped = skipped_at_end(&audit);
     let body = format!(

@@ -9,6 +9,10 @@ use postroom_core::{Error, ErrorKind, MessageId, ParkingFilter, ParkingQuery, Re
 
 /// Most parked copies read to build failure groups.
 pub(crate) const GROUP_SCAN: usize = 100_000;
+/// Most messages one form may check (a page of the listing holds 50).
+pub(crate) const MAX_CHECKED: usize = 1000;
+/// The longest consumer name a selection may name.
+const MAX_CONSUMER_CHARS: usize = 255;
 
 /// A time from a form: RFC 3339, or `YYYY-MM-DDTHH:MM` (a browser's datetime-local), UTC.
 fn parse_time(s: &str) -> Result<DateTime<Utc>> {
@@ -63,12 +67,30 @@ pub(crate) fn query_string(p: &Params) -> String {
 
 /// A checked message: `"<id> <consumer>"`.
 pub(crate) fn parse_item(v: &str) -> Result<(String, MessageId)> {
-    let (id, consumer) = v
-        .split_once(' ')
-        .ok_or_else(|| Error::new(ErrorKind::Config, format!("bad selection {v:?}")))?;
-    let id = id
-        .parse::<MessageId>()
-        .map_err(|e| Error::new(ErrorKind::Config, format!("bad message id {id:?}: {e}")))?;
+    let (id, consumer) = v.split_once(' ').ok_or_else(|| {
+        Error::new(
+            ErrorKind::Config,
+            format!(
+                "bad selection {:?}",
+                postroom_core::message::truncate(v, 80)
+            ),
+        )
+    })?;
+    let id = id.parse::<MessageId>().map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!(
+                "bad message id {:?}: {e}",
+                postroom_core::message::truncate(id, 40)
+            ),
+        )
+    })?;
+    if consumer.chars().count() > MAX_CONSUMER_CHARS {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("a consumer name is at most {MAX_CONSUMER_CHARS} characters"),
+        ));
+    }
     Ok((consumer.to_string(), id))
 }
 
@@ -108,8 +130,17 @@ pub(crate) async fn selection_of(parking: &dyn ParkingConsole, p: &Params) -> Re
             items: g.members,
         });
     }
-    let items = p
-        .all("sel")
+    let checked = p.all("sel");
+    if checked.len() > MAX_CHECKED {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{} messages checked: at most {MAX_CHECKED} at once (redrive or archive a group instead)",
+                checked.len()
+            ),
+        ));
+    }
+    let items = checked
         .into_iter()
         .map(parse_item)
         .collect::<Result<Vec<_>>>()?;

@@ -7,7 +7,14 @@ use reqwest::{Client, Response, StatusCode};
 pub struct Agent {
     base: String,
     client: Client,
-    cookie: Option<String>,
+    /// The cookies kept, by name (a cookie set with `Max-Age=0` is dropped).
+    jar: std::collections::BTreeMap<String, String>,
+    /// Headers sent with every request (`Host`, `Origin`, `X-Forwarded-Proto`, …).
+    headers: Vec<(String, String)>,
+    /// The `Set-Cookie` headers of the last answer, whole.
+    pub set_cookies: Vec<String>,
+    /// The headers of the last answer.
+    pub last_headers: reqwest::header::HeaderMap,
     pub csrf: Option<String>,
 }
 
@@ -25,22 +32,59 @@ impl Agent {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("client"),
-            cookie: None,
+            jar: Default::default(),
+            headers: Vec::new(),
+            set_cookies: Vec::new(),
+            last_headers: Default::default(),
             csrf: None,
         }
     }
 
+    /// Send `value` as header `name` with every request from now on.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.add_header(name, value);
+        self
+    }
+
+    /// Send `value` as header `name` with every request from now on.
+    pub fn add_header(&mut self, name: &str, value: &str) {
+        self.headers.push((name.to_string(), value.to_string()));
+    }
+
     fn keep(&mut self, r: &Response) {
-        if let Some(c) = r.headers().get(SET_COOKIE).and_then(|v| v.to_str().ok()) {
-            self.cookie = Some(c.split(';').next().unwrap_or("").to_string());
+        self.set_cookies = r
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_string)
+            .collect();
+        for c in &self.set_cookies {
+            let pair = c.split(';').next().unwrap_or("");
+            let Some((name, value)) = pair.split_once('=') else {
+                continue;
+            };
+            if c.contains("Max-Age=0") {
+                self.jar.remove(name.trim());
+            } else {
+                self.jar.insert(name.trim().to_string(), value.to_string());
+            }
         }
     }
 
-    pub async fn get(&mut self, path: &str) -> (StatusCode, String, Option<String>) {
-        let mut req = self.client.get(format!("{}{path}", self.base));
-        if let Some(c) = &self.cookie {
+    /// `req` with this visitor's cookies and headers.
+    fn dress(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if let Some(c) = self.cookie() {
             req = req.header(COOKIE, c);
         }
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
+        req
+    }
+
+    pub async fn get(&mut self, path: &str) -> (StatusCode, String, Option<String>) {
+        let req = self.dress(self.client.get(format!("{}{path}", self.base)));
         self.send(req).await
     }
 
@@ -85,14 +129,12 @@ impl Agent {
         let body = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(pairs)
             .finish();
-        let mut req = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body);
-        if let Some(c) = &self.cookie {
-            req = req.header(COOKIE, c);
-        }
+        let req = self.dress(
+            self.client
+                .post(format!("{}{path}", self.base))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body),
+        );
         self.send(req).await
     }
 
@@ -100,6 +142,7 @@ impl Agent {
     async fn send(&mut self, req: reqwest::RequestBuilder) -> (StatusCode, String, Option<String>) {
         let r = req.send().await.expect("request");
         self.keep(&r);
+        self.last_headers = r.headers().clone();
         let status = r.status();
         let location = r
             .headers()
@@ -129,7 +172,14 @@ impl Agent {
         self.get("/parking").await;
     }
 
-    pub fn cookie(&self) -> Option<&str> {
-        self.cookie.as_deref()
+    /// The `Cookie` header this visitor sends, if it keeps any cookie.
+    pub fn cookie(&self) -> Option<String> {
+        (!self.jar.is_empty()).then(|| {
+            self.jar
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
     }
 }

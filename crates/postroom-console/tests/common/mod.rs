@@ -81,15 +81,6 @@ pub fn recorder() -> metrics_exporter_prometheus::PrometheusHandle {
 /// Publish `no_sku` orders without a SKU, `negative` with a negative quantity and `good`
 /// good ones on the embedded queue, and run the consumer loop until the bad ones are parked.
 pub async fn parked(no_sku: usize, negative: usize, good: usize) -> Parked {
-    recorder();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(dir.path().join("console.db"))
-        .await
-        .expect("open store");
-    let queue = store.queue();
-    let subscription = Subscription::new(CONSUMER, &["order.*"]);
-    Transport::bind(&queue, &subscription).await.expect("bind");
-    let publisher = queue.publisher();
     let mut n = 0;
     let mut publish = |data: serde_json::Value| {
         n += 1;
@@ -111,11 +102,27 @@ pub async fn parked(no_sku: usize, negative: usize, good: usize) -> Parked {
     for _ in 0..good {
         envelopes.push(publish(serde_json::json!({"sku": "A-1", "qty": 1})));
     }
-    for e in &envelopes {
-        publisher
-            .publish(&OutgoingMessage::from_envelope(e, "order.created"))
-            .await
-            .expect("publish");
+    let messages = envelopes
+        .iter()
+        .map(|e| OutgoingMessage::from_envelope(e, "order.created"))
+        .collect();
+    parked_from(messages, no_sku + negative, good).await
+}
+
+/// Publish `messages` on the embedded queue (bodies of any shape) and run the consumer loop
+/// until `bad` of them are parked and `good` handled.
+pub async fn parked_from(messages: Vec<OutgoingMessage>, bad: usize, good: usize) -> Parked {
+    recorder();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(dir.path().join("console.db"))
+        .await
+        .expect("open store");
+    let queue = store.queue();
+    let subscription = Subscription::new(CONSUMER, &["order.*"]);
+    Transport::bind(&queue, &subscription).await.expect("bind");
+    let publisher = queue.publisher();
+    for m in &messages {
+        publisher.publish(m).await.expect("publish");
     }
     let consumer = Consumer::for_transport(
         ConsumerConfig::new(
@@ -133,7 +140,7 @@ pub async fn parked(no_sku: usize, negative: usize, good: usize) -> Parked {
         let queue = queue.clone();
         tokio::spawn(async move { consumer.run_on(&queue, &subscription, shutdown).await })
     };
-    let expected = (no_sku + negative) as u64;
+    let expected = bad as u64;
     let s = store.clone();
     wait_for(
         Duration::from_secs(60),
@@ -201,14 +208,33 @@ pub async fn serve_backend<B: ParkingConsole + PipelineProbe>(
     backend: Arc<B>,
     auth: Auth,
 ) -> (String, watch::Sender<bool>) {
+    serve_configured(backend, auth, |c| c).await
+}
+
+/// A console over `store` on a free loopback port, its settings changed by `configure`.
+pub async fn serve_with(
+    store: &SqliteStore,
+    auth: Auth,
+    configure: impl FnOnce(ConsoleConfig) -> ConsoleConfig,
+) -> (String, watch::Sender<bool>) {
+    serve_configured(Arc::new(SqliteBackend::new(store.clone())), auth, configure).await
+}
+
+async fn serve_configured<B: ParkingConsole + PipelineProbe>(
+    backend: Arc<B>,
+    auth: Auth,
+    configure: impl FnOnce(ConsoleConfig) -> ConsoleConfig,
+) -> (String, watch::Sender<bool>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let config = ConsoleConfig::new(addr)
-        .auth(auth)
-        .sample_every(Duration::from_millis(200))
-        .prometheus(recorder());
+    let config = configure(
+        ConsoleConfig::new(addr)
+            .auth(auth)
+            .sample_every(Duration::from_millis(200))
+            .prometheus(recorder()),
+    );
     let console = Console::new(backend.clone(), backend, config).expect("console");
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(async move { console.serve(listener, shutdown).await });

@@ -25,6 +25,12 @@ pub struct Element<'a> {
 impl Browser {
     /// Start chromedriver and a fresh headless Chromium.
     pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// Start chromedriver and a fresh headless Chromium with `extra` command-line switches
+    /// (e.g. `--host-resolver-rules=MAP attacker.example 127.0.0.1`).
+    pub async fn start_with(extra: &[&str]) -> Self {
         let port = postroom_testkit::servers::free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -66,6 +72,10 @@ impl Browser {
             "--window-size=1280,900".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        let args: Vec<String> = args
+            .into_iter()
+            .chain(extra.iter().map(|a| a.to_string()))
+            .collect();
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}

@@ -54,7 +54,19 @@ pub trait AuditLog: Send + Sync {
     async fn append_audit(&self, e: &AuditEntry) -> Result<i64>;
 
     /// Audit entries, newest first, at most `limit`; only those about `target` when given.
-    async fn audit_entries(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>>;
+    async fn audit_entries(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>> {
+        self.audit_page(target, None, limit).await
+    }
+
+    /// A page of audit entries: newest first, only those with an id below `before` when
+    /// given (the last id of the page before), at most `limit`; only those about `target`
+    /// when given.
+    async fn audit_page(
+        &self,
+        target: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>>;
 
     /// Store `c` (insert or replace by run id).
     async fn save_run_control(&self, c: &RunControl) -> Result<()>;

@@ -56,14 +56,22 @@ impl AuditLog for PgParking {
         .pg()
     }
 
-    /// Audit entries, newest first, at most `limit`; only those about `target` when given.
-    async fn audit_entries(&self, target: Option<&str>, limit: usize) -> Result<Vec<AuditEntry>> {
+    /// A page of audit entries, newest first, below id `before` when given, at most
+    /// `limit`; only those about `target` when given.
+    async fn audit_page(
+        &self,
+        target: Option<&str>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(&format!(
             "SELECT id, at, actor, action, target, detail FROM {p}audit
-             WHERE ($1::text IS NULL OR target = $1) ORDER BY id DESC LIMIT $2",
+             WHERE ($1::text IS NULL OR target = $1) AND ($2::bigint IS NULL OR id < $2)
+             ORDER BY id DESC LIMIT $3",
             p = self.prefix
         ))
         .bind(target)
+        .bind(before)
         .bind(limit_of(limit))
         .fetch_all(&self.pool)
         .await
