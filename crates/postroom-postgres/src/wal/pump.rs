@@ -229,7 +229,7 @@ impl Pump {
             due: false,
             next_status: now + STATUS_EVERY,
             next_position: now + POSITION_EVERY,
-            next_purge: now + PURGE_EVERY,
+            next_purge: now,
             background: None,
         }
     }

@@ -71,6 +71,7 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
     ///
     /// Run it with every relay of the slot stopped.
     pub async fn recreate_slot(&self) -> Result<u64> {
+        self.wait_until_unread().await?;
         let _ = sqlx::query(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
         )
@@ -132,6 +133,33 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
         }
         tracing::warn!(slot = %self.slot, republished, "slot recreated; the outbox rows it had not passed were republished");
         Ok(republished)
+    }
+
+    /// Wait a little for a relay that just stopped to let go of the slot (the server ends
+    /// its reader shortly after the connection closes); an error if one still reads it.
+    async fn wait_until_unread(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let active: Option<bool> =
+                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                    .bind(&self.slot)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .pg()?;
+            if active != Some(true) {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "a relay still reads the slot {:?}: stop every relay of it, then recreate it",
+                        self.slot
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     async fn republish_in_order(
