@@ -193,3 +193,47 @@ impl BodyHas for OutgoingMessage {
         body.contains(agg) && body.contains(&format!("\"version\":{version}}}"))
     }
 }
+
+/// A broker that confirms at once.
+struct Instantly;
+
+#[postroom_core::async_trait]
+impl postroom_core::Publisher for Instantly {
+    async fn publish(&self, _: &OutgoingMessage) -> postroom_core::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_transaction_over_few_aggregates_is_published_whole() {
+    let db = Logical::start().await;
+    let publisher = Logged::new(std::sync::Arc::new(Instantly));
+    let relay = WalRelay::new(
+        &db.store,
+        publisher.clone(),
+        postroom_postgres::WalRelayConfig {
+            batch_size: 100,
+            ..config("large")
+        },
+    )
+    .unwrap();
+    relay.prepare().await.unwrap();
+    let messages: Vec<OutgoingMessage> = (0..5000)
+        .map(|i| {
+            let mut m = order(&format!("a{}", i % 1000), i / 1000 + 1);
+            m.headers.insert("pad".into(), "x".repeat(500));
+            m
+        })
+        .collect();
+    let mut tx = db.store.begin().await.unwrap();
+    for part in messages.chunks(500) {
+        postroom_postgres::outbox::enqueue_batch(&mut tx, db.store.prefix(), part)
+            .await
+            .unwrap();
+    }
+    postroom_postgres::commit(tx).await.unwrap();
+    let running = Running::start(relay);
+    all_confirmed(&publisher, &messages, Duration::from_secs(60)).await;
+    running.stop().await;
+    assert_aggregate_order(&publisher.confirmed());
+}

@@ -43,50 +43,59 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
         fresh_per_round,
     };
     let mut out = vec![decode(ctx, &store).await?];
-    out.push(
-        on::<crate::resources::rabbit::Workload>(
-            ctx,
-            &store,
-            figure(
-                "wal_relay_to_rabbitmq",
-                "raw lapin loop, pipelined confirms, no database",
-                false,
-            ),
-        )
-        .await?,
-    );
-    out.push(
-        on::<crate::resources::kafka::Workload>(
-            ctx,
-            &store,
-            figure(
-                "wal_relay_to_kafka",
-                "raw rdkafka idempotent producer loop, same topic, a batch in flight, no database",
-                false,
-            ),
-        )
-        .await?,
-    );
-    out.push(
-        on::<crate::resources::nats::NatsWorkload>(
-            ctx,
-            &store,
-            figure("wal_relay_to_nats", "raw async-nats loop: publish with Nats-Msg-Id, wait for the PubAcks, same window, no database", false),
-        )
-        .await?,
-    );
-    out.push(
-        on::<crate::resources::sqs::SqsWorkload>(
-            ctx,
-            &store,
-            figure(
-                "wal_relay_to_sqs",
-                "raw SendMessageBatch loop (10 per call), no database",
-                true,
-            ),
-        )
-        .await?,
-    );
+    let mut failed = Vec::new();
+    let mut keep = |name: &str, r: Result<Measurement, BenchError>| match r {
+        Ok(m) => {
+            eprintln!(
+                "postroom-bench: {} postroom={:.0} baseline={:.0} {} ratio={:.3}",
+                m.name, m.postroom, m.baseline, m.unit, m.ratio
+            );
+            out.push(m);
+        }
+        Err(e) => {
+            eprintln!("postroom-bench: {name} failed: {e}");
+            failed.push(format!("{name}: {e}"));
+        }
+    };
+    let r = on::<crate::resources::rabbit::Workload>(
+        ctx,
+        &store,
+        figure(
+            "wal_relay_to_rabbitmq",
+            "raw lapin loop, pipelined confirms, no database",
+            false,
+        ),
+    )
+    .await;
+    keep("wal_relay_to_rabbitmq", r);
+    let r = on::<crate::resources::kafka::Workload>(
+        ctx,
+        &store,
+        figure(
+            "wal_relay_to_kafka",
+            "raw rdkafka idempotent producer loop, same topic, a batch in flight, no database",
+            false,
+        ),
+    )
+    .await;
+    keep("wal_relay_to_kafka", r);
+    let r = on::<crate::resources::nats::NatsWorkload>(ctx, &store, figure("wal_relay_to_nats", "raw async-nats loop: publish with Nats-Msg-Id, wait for the PubAcks, same window, no database", false)).await;
+    keep("wal_relay_to_nats", r);
+    let r = on::<crate::resources::sqs::SqsWorkload>(
+        ctx,
+        &store,
+        figure(
+            "wal_relay_to_sqs",
+            "raw SendMessageBatch loop (10 per call), no database",
+            true,
+        ),
+    )
+    .await;
+    keep("wal_relay_to_sqs", r);
+    if !failed.is_empty() {
+        store.pool().close().await;
+        return Err(BenchError::Stalled(failed.join("; ")));
+    }
     store.pool().close().await;
     drop(cluster);
     Ok(out)
