@@ -60,11 +60,15 @@ pub enum Scenario {
     /// some undecodable (parked on first delivery); postroom's per-message and batched
     /// consumers beside a raw lapin + sqlx service doing the same, in the same run.
     E2e,
+    /// The WAL relay (PostgreSQL's write-ahead log read through a logical replication slot,
+    /// on a cluster of the run's own with wal_level=logical) to RabbitMQ, Kafka, NATS and SQS,
+    /// each beside its raw client loop; and the slot's decode rate with no broker.
+    WalRelay,
 }
 
 impl Scenario {
     /// Every scenario, in run order.
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 17] = [
         Scenario::Relay,
         Scenario::Consumer,
         Scenario::Embedded,
@@ -81,6 +85,7 @@ impl Scenario {
         Scenario::KafkaRelay,
         Scenario::KafkaConsumer,
         Scenario::E2e,
+        Scenario::WalRelay,
     ];
 }
 

@@ -30,6 +30,7 @@ pub mod parking;
 pub mod prompt;
 #[cfg(feature = "console")]
 pub mod relay;
+mod relay_wal;
 #[cfg(feature = "console")]
 pub mod serve;
 pub mod topology;

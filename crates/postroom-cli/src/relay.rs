@@ -68,6 +68,30 @@ pub struct RelayArgs {
         conflicts_with = "broker"
     )]
     pub brokers_file: Option<PathBuf>,
+    /// Where the relay reads the outbox: `table` claims rows with leases and marks each
+    /// after its confirm (any store); `wal` reads PostgreSQL's write-ahead log through a
+    /// logical replication slot and writes nothing per message (PostgreSQL with
+    /// wal_level=logical; see docs/wal-relay.md). Relays with `wal` on one slot: one reads
+    /// it, the others stand by and take over.
+    #[arg(long, value_enum, env = "POSTROOM_RELAY_FROM", default_value = "table")]
+    pub from: RelayFrom,
+    /// With --from wal: the slot's name (default: {prefix}outbox_wal).
+    #[arg(long, requires = "from")]
+    pub slot: Option<String>,
+    /// With --from wal: the way back from a slot that was invalidated or dropped. Drop what is
+    /// left of it, create it again, republish the outbox rows it had not passed (the inbox
+    /// absorbs the copies), then relay. Stop every other relay of the slot first.
+    #[arg(long, requires = "from")]
+    pub recreate_slot: bool,
+}
+
+/// `--from`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RelayFrom {
+    /// Claim outbox rows with leases.
+    Table,
+    /// Read PostgreSQL's write-ahead log.
+    Wal,
 }
 
 /// The shortest `--lease`: one shorter than a batch takes to be confirmed lets another relay
@@ -103,6 +127,14 @@ pub async fn run(a: RelayArgs, config: &ConfigFile, passwords: &PasswordArgs) ->
         ..RelayConfig::default()
     };
     let d = a.pipeline.start(config, passwords, true).await?;
+    if a.from == RelayFrom::Wal {
+        return crate::relay_wal::run(&a, d, &relay_config).await;
+    }
+    if a.slot.is_some() || a.recreate_slot {
+        return Err(OpsError::usage(
+            "--slot and --recreate-slot go with --from wal",
+        ));
+    }
     if let Some(file) = &a.brokers_file {
         return follow_brokers_file(&a, file, d, relay_config).await;
     }

@@ -101,13 +101,16 @@ fn rules_and_dashboard_name_only_metrics_that_exist() {
             );
         }
     }
-    // The alerts operators need: oldest message age, parking inflow, relay lag, breaker.
+    // The alerts operators need: oldest message age, parking inflow, relay lag, breaker, the
+    // WAL relay's slot lag.
     let all = rules.join("\n");
     for needed in [
         postroom_core::metrics::OLDEST_READY_AGE,
         postroom_core::metrics::PARKED,
         postroom_console::metrics::RELAY_LAG,
         postroom_core::metrics::BREAKER_OPEN,
+        postroom_core::metrics::WAL_SLOT_LAG_BYTES,
+        postroom_core::metrics::WAL_OLDEST_UNPUBLISHED_AGE,
     ] {
         assert!(all.contains(needed), "no alert on {needed}");
     }

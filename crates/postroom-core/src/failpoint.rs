@@ -14,6 +14,7 @@
 //! | [`PARK_BEFORE_ACK`] | a parking copy is confirmed, the original not yet acked |
 //! | [`RELAY_AWAITING_CONFIRMS`] | a relay batch is sent; the relay has not yet taken in its confirms (a slow broker) |
 //! | [`RELAY_BEFORE_MARK`] | a relay batch is confirmed by the transport, its rows not yet marked published |
+//! | [`WAL_BEFORE_ADVANCE`] | the WAL relay's messages are confirmed by the transport, the slot's position not yet advanced past them |
 //! | [`BATCH_AFTER_COMMIT`] | a batched handler committed, the batch's deliveries not yet settled |
 //!
 //! In a child process, points are armed from `POSTROOM_FAILPOINTS`:
@@ -30,6 +31,8 @@ pub const PARK_BEFORE_ACK: &str = "park.before_ack";
 pub const RELAY_AWAITING_CONFIRMS: &str = "relay.awaiting_confirms";
 /// A relay batch is confirmed; its rows are not yet marked published.
 pub const RELAY_BEFORE_MARK: &str = "relay.before_mark";
+/// The WAL relay's messages are confirmed; the slot's position is not yet advanced past them.
+pub const WAL_BEFORE_ADVANCE: &str = "wal.before_advance";
 /// A batched handler committed; its deliveries are not yet settled.
 pub const BATCH_AFTER_COMMIT: &str = "batch.after_commit";
 

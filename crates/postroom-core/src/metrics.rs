@@ -46,6 +46,19 @@ pub const RECONNECTS: &str = "postroom_reconnects_total";
 pub const CANCELLATIONS: &str = "postroom_consumer_cancellations_total";
 /// Gauge: unpublished outbox rows.
 pub const OUTBOX_PENDING: &str = "postroom_outbox_pending";
+/// Gauge: bytes of write-ahead log between the server's current position and the WAL relay's
+/// slot's confirmed position (what the slot holds back and the relay has still to read or
+/// confirm), label `slot`.
+pub const WAL_SLOT_LAG_BYTES: &str = "postroom_wal_slot_lag_bytes";
+/// Gauge: bytes of log the server may still write before it invalidates the WAL relay's slot
+/// (`max_slot_wal_keep_size`; absent while the slot is unbounded), label `slot`.
+pub const WAL_SLOT_SAFE_BYTES: &str = "postroom_wal_slot_safe_bytes";
+/// Gauge: age in seconds of the oldest commit the WAL relay read and has not wholly published
+/// (0 when it holds none), label `slot`.
+pub const WAL_OLDEST_UNPUBLISHED_AGE: &str = "postroom_wal_oldest_unpublished_age_seconds";
+/// Gauge: 1 while this WAL relay reads its slot, 0 while it stands by (another relay reads
+/// it), labels `slot`, `relay`.
+pub const WAL_RELAY_ACTIVE: &str = "postroom_wal_relay_active";
 /// Counter: inbox-queue rows whose retry was scheduled, label `consumer`.
 pub const INBOX_QUEUE_RETRIED: &str = "postroom_inbox_queue_retried_total";
 /// Counter: inbox-queue rows parked, labels `consumer`, `code`.

@@ -56,6 +56,7 @@ mod pipeline;
 pub mod queue;
 pub mod schema;
 pub mod tls;
+pub mod wal;
 
 pub use error::{commit, kind_of, map as map_error};
 pub use inbox_queue::{InboxQueue, InboxQueueConfig, OrderedMode};
@@ -67,6 +68,7 @@ pub use parking::PgParking;
 pub use postroom_core::QueueConfig;
 pub use queue::{PgDelivery, PgQueue, PgSubscriber};
 pub use schema::TablePrefix;
+pub use wal::{WalRelay, WalRelayConfig};
 
 use error::SqlxResultExt;
 use postroom_core::{Error, ErrorKind, Result};

@@ -75,6 +75,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "outbox_quiet_insert",
         sql: include_str!("../migrations/0011_outbox_quiet_insert.sql"),
     },
+    Migration {
+        version: 12,
+        name: "wal_position",
+        sql: include_str!("../migrations/0012_wal_position.sql"),
+    },
 ];
 
 /// The latest schema version this crate knows.

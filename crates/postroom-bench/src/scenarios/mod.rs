@@ -19,6 +19,7 @@ pub mod relay;
 pub mod retry;
 pub mod sqs;
 pub mod timed;
+pub mod wal_relay;
 
 use crate::args::Scenario;
 use crate::report::Measurement;
@@ -50,6 +51,7 @@ pub async fn run(ctx: &Ctx, s: Scenario) -> Result<Vec<Measurement>, BenchError>
         Scenario::KafkaRelay => kafka_relay::run(ctx).await,
         Scenario::KafkaConsumer => Ok(vec![kafka_consumer::run(ctx).await?]),
         Scenario::E2e => e2e::run(ctx).await,
+        Scenario::WalRelay => wal_relay::run(ctx).await,
     }
 }
 

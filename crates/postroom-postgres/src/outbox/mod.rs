@@ -396,6 +396,11 @@ fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool, delete: bool) -> String
     )
 }
 
+/// The record a row of the outbox holds (the WAL relay's recovery reads rows too).
+pub(crate) fn record_of_row(row: &sqlx::postgres::PgRow) -> Result<OutboxRecord> {
+    record_of(row).map(|(_, r)| r)
+}
+
 fn record_of(row: &sqlx::postgres::PgRow) -> Result<(i64, OutboxRecord)> {
     let kind: String = row.get("route_kind");
     let route = route_from_parts(&kind, row.get("route"))?;

@@ -16,6 +16,8 @@ pub mod redrive;
 pub mod relay;
 pub mod retry;
 pub mod table_queue_redrive;
+#[cfg(all(feature = "postgres", feature = "own-servers"))]
+pub mod wal;
 
 pub use batch::*;
 pub use delivery::*;

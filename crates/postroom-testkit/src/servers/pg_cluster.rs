@@ -4,6 +4,10 @@
 //! is never touched. The cluster is stopped and its files removed on drop, also when the test
 //! panics. PostgreSQL refuses to run as root: when the test runs as root, the server runs as
 //! the `postgres` user.
+//!
+//! Every cluster runs with `wal_level = logical` (and room for replication slots and WAL
+//! senders), so that a test can read its write-ahead log by logical decoding, as the WAL
+//! relay does; the other tests do not notice (it only adds some WAL).
 
 use super::free_port;
 use super::os_user::{OsUser, running_as_root};
@@ -71,16 +75,24 @@ impl PgCluster {
     /// connection (user `postgres`), without TLS.
     #[must_use]
     pub fn start() -> Self {
-        Self::create(None)
+        Self::create(None, &[])
     }
 
     /// [`start`](Self::start), the server offering TLS with `cert` (`ssl = on`).
     #[must_use]
     pub fn start_tls(cert: &ServerCert) -> Self {
-        Self::create(Some(cert))
+        Self::create(Some(cert), &[])
     }
 
-    fn create(tls: Option<&ServerCert>) -> Self {
+    /// [`start`](Self::start) with server settings of the caller's added to (or overriding)
+    /// the defaults, e.g. `[("shared_buffers", "128MB")]` for a benchmark, or
+    /// `[("max_slot_wal_keep_size", "1MB")]` for a test whose slot must be invalidated.
+    #[must_use]
+    pub fn start_with(settings: &[(&str, &str)]) -> Self {
+        Self::create(None, settings)
+    }
+
+    fn create(tls: Option<&ServerCert>, settings: &[(&str, &str)]) -> Self {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("postroom-pg-")
@@ -113,7 +125,8 @@ impl PgCluster {
         let mut conf = format!(
             "\nport = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
              fsync = off\nfull_page_writes = off\n\
-             max_connections = 40\nshared_buffers = 16MB\n",
+             max_connections = 40\nshared_buffers = 16MB\n\
+             wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n",
             cluster.port,
             cluster.dir.path().display()
         );
@@ -129,6 +142,9 @@ impl PgCluster {
             ));
         } else {
             conf.push_str("ssl = off\n");
+        }
+        for (name, value) in settings {
+            conf.push_str(&format!("{name} = '{value}'\n"));
         }
         append(&data.join("postgresql.conf"), &conf);
         std::fs::write(

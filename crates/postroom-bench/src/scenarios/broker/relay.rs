@@ -231,7 +231,7 @@ async fn postroom_round<W: RawRelay>(
 }
 
 /// Time the raw senders publishing the same payloads, the messages shared out among them.
-async fn raw_round<W: RawRelay>(w: &W, load: &RelayLoad) -> Result<f64, BenchError> {
+pub async fn raw_round<W: RawRelay>(w: &W, load: &RelayLoad) -> Result<f64, BenchError> {
     let msgs = payload::messages(0, load.n, load.bytes);
     let senders = w.raw_senders(load).await?;
     let share = load.n.div_ceil(load.relays);
