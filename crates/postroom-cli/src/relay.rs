@@ -8,7 +8,7 @@ use postroom_core::RelayConfig;
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::limits::{parse_limit, parse_span_within};
 use postroom_ops::time::parse_span;
-use postroom_ops::{OpsResult, TopologyFile, TransportSpec, UrlText};
+use postroom_ops::{OpsError, OpsResult, TopologyFile, TransportSpec, UrlText};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -15,8 +15,7 @@ pub async fn run(a: &RelayArgs, d: Daemon, relay: &RelayConfig) -> OpsResult {
         ));
     }
     let Some(store) = d
-        .pipeline
-        .store
+        .opened_store()?
         .as_any()
         .downcast_ref::<postroom_postgres::PgStore>()
         .cloned()
@@ -25,9 +24,9 @@ pub async fn run(a: &RelayArgs, d: Daemon, relay: &RelayConfig) -> OpsResult {
             "--from wal reads PostgreSQL's write-ahead log: --database must be a postgres:// URL",
         ));
     };
-    for c in &d.pipeline.workload().consumers {
+    for c in &d.stack.workload().consumers {
         let routes: Vec<&str> = c.routes.iter().map(String::as_str).collect();
-        d.pipeline.bind(&c.name, &routes, 8).await?;
+        d.stack.bind(&c.name, &routes, 8).await?;
     }
     let config = WalRelayConfig {
         relay_id: relay.relay_id.clone(),
@@ -36,7 +35,7 @@ pub async fn run(a: &RelayArgs, d: Daemon, relay: &RelayConfig) -> OpsResult {
         retention: relay.retention,
         ..WalRelayConfig::default()
     };
-    let wal = WalRelay::new(&store, d.pipeline.transport.publisher(), config)?;
+    let wal = WalRelay::new(&store, d.stack.transport().publisher(), config)?;
     if a.recreate_slot {
         let n = wal.recreate_slot().await?;
         eprintln!(
@@ -52,7 +51,7 @@ pub async fn run(a: &RelayArgs, d: Daemon, relay: &RelayConfig) -> OpsResult {
         relay.relay_id,
         wal.slot(),
         d.store(),
-        d.pipeline.transport.name()
+        d.stack.transport().name()
     );
     wal.run(d.shutdown.clone()).await;
     eprintln!("postroom relay: stopped");
