@@ -100,12 +100,10 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options)
             .await
+            // The driver's own class stays: a file that is not a database is invalid data
+            // (permanent), a locked or unreadable one what SQLite says it is.
             .map_err(|e| {
-                let mapped = error::map(e);
-                Error::new(
-                    ErrorKind::Config,
-                    format!("cannot open database {}: {mapped}", path.display()),
-                )
+                error::map(e).context(format!("cannot open database {}", path.display()))
             })?;
         schema::migrate(&pool).await.map_err(|e| {
             if e.kind() == ErrorKind::Config {

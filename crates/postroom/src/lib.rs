@@ -13,6 +13,21 @@
 //! handlers, and the relay. [`Service::start`] returns once every consumer is attached;
 //! [`Running::shutdown`] drains.
 //!
+//! Every kind of consumer is declared in one line with its handler:
+//! - [`consumer::<T>`](consumer): one handler call and one transaction per message;
+//! - [`batch_consumer::<T>`](batch_consumer): many messages per handler call (one
+//!   transaction, one inbox statement), the subscription's prefetch derived from the batch
+//!   size so that batches form; a failed batch is split down to the one message at fault;
+//! - `.inbox_queue(InboxQueueMode { .. })` on a consumer (PostgreSQL): each delivery is
+//!   stored in the database and acknowledged at once, and workers apply the stored rows —
+//!   the broker's partitions and prefetch no longer bound the work in flight.
+//!
+//! Each runs on the service's retry ladder, parks into the store's parking lot (the service
+//! ingests what the broker parked for each consumer it names), and reports its counters in
+//! [`Running::stats`]. The relay is the claiming one ([`Service::relay`]) or, on PostgreSQL
+//! with `wal_level = logical`, the WAL relay (`Service::relay_from_wal`), which reads the
+//! outbox's inserts from the write-ahead log and writes nothing per message.
+//!
 //! Complete, runnable services, one per stack, each a producer, relay and consumer with the
 //! inbox that exits 0 only when every message was applied exactly once (the test command
 //! runs them against the real servers):
@@ -83,7 +98,9 @@ mod service;
 mod stack;
 
 pub use builder::ServiceBuilder;
-pub use consumer::{ConsumerSpec, consumer};
+#[cfg(feature = "postgres")]
+pub use consumer::InboxQueueMode;
+pub use consumer::{ConsumerSpec, batch_consumer, consumer};
 pub use running::Running;
 pub use service::Service;
 pub use stack::Stack;
@@ -91,9 +108,9 @@ pub use stack::Stack;
 pub use postroom_core::stats::StatsSnapshot;
 pub use postroom_core::typed::{Contract, Message, TypedHandler, typed};
 pub use postroom_core::{
-    Envelope, EnvelopeDecoder, Error, ErrorClass, ErrorKind, ForeignFormat, Handled, Handler,
-    HandlerError, Incoming, MessageId, Ordering, OutgoingMessage, RelayConfig, Result, RetryLadder,
-    RetryPolicy, Subscription, Transport, async_trait,
+    BatchHandler, Envelope, EnvelopeDecoder, Error, ErrorClass, ErrorKind, ForeignFormat, Handled,
+    Handler, HandlerError, Incoming, MessageId, Ordering, OutgoingMessage, RelayConfig, Result,
+    RetryLadder, RetryPolicy, Subscription, Transport, async_trait,
 };
 
 /// The broker- and database-free core: every type of the consumer and relay loops.

@@ -97,7 +97,9 @@ impl Running {
     /// panicked, makes it false).
     #[must_use]
     pub fn is_running(&self) -> bool {
-        !self.stop.is_closed()
+        // Running from start() until shutdown() sends the stop (whether anything holds a
+        // receiver of it or not).
+        !*self.stop.borrow()
             && self.consumers.iter().all(|c| !c.task.is_finished())
             && self.relay.as_ref().is_none_or(|r| !r.is_finished())
     }
@@ -106,7 +108,7 @@ impl Running {
     /// had confirmed and give back what it had claimed, stop the parking ingest, then close
     /// the transport if the service opened it.
     pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
+        self.stop.send_replace(true);
         for c in self.consumers.drain(..) {
             if let Err(e) = c.task.await {
                 tracing::error!(consumer = %c.name, error = %e, "consumer task failed");

@@ -4,10 +4,11 @@
 //! returns only then.
 
 use crate::builder::ServiceBuilder;
-use crate::consumer::ConsumerSpec;
+use crate::consumer::{ConsumerSpec, Kind};
 use crate::registry::Registry;
 use crate::running::{Running, RunningConsumer};
 use crate::stack::Stack;
+use postroom_core::consumer::BatchConsumer;
 use postroom_core::driver::{Endpoint, Store, TransportSpec, Workload};
 use postroom_core::parking::ParkingIngest;
 use postroom_core::{
@@ -51,7 +52,7 @@ pub(crate) struct Parts {
 pub struct Service {
     parts: Parts,
     consumers: Vec<ConsumerSpec>,
-    relay: Option<RelayConfig>,
+    relay: Option<RelaySource>,
     ingest_elsewhere: bool,
 }
 
@@ -142,7 +143,19 @@ impl Service {
 
     /// Run the outbox relay with `config`.
     pub fn relay_with(mut self, config: RelayConfig) -> Self {
-        self.relay = Some(config);
+        self.relay = Some(RelaySource::Claiming(config));
+        self
+    }
+
+    /// Run the WAL relay instead of the claiming one: the outbox's committed inserts are read
+    /// from PostgreSQL's write-ahead log by logical decoding (a replication slot of the
+    /// relay's own), so the relay writes nothing per message. The database must be
+    /// PostgreSQL with `wal_level = logical`; [`start`](Self::start) checks it, creates the
+    /// publication and the slot, and refuses with what is missing. Do not run the claiming
+    /// relay on the same outbox as well (each would publish every row).
+    #[cfg(feature = "postgres")]
+    pub fn relay_from_wal(mut self, config: postroom_postgres::wal::WalRelayConfig) -> Self {
+        self.relay = Some(RelaySource::Wal(config));
         self
     }
 
@@ -189,10 +202,19 @@ impl Service {
     /// ingest, and return once every consumer is attached: from then on the program is
     /// ready. Nothing is left running when this fails.
     pub async fn start(self) -> Result<Running> {
-        if self.relay.is_some() && self.parts.outbox.is_none() {
-            return Err(Error::config(
-                "the relay needs an outbox: give a database URL or an opened outbox",
-            ));
+        match &self.relay {
+            Some(RelaySource::Claiming(_)) if self.parts.outbox.is_none() => {
+                return Err(Error::config(
+                    "the relay needs an outbox: give a database URL or an opened outbox",
+                ));
+            }
+            #[cfg(feature = "postgres")]
+            Some(RelaySource::Wal(_)) if self.store::<postroom_postgres::PgStore>().is_none() => {
+                return Err(Error::config(
+                    "the WAL relay reads PostgreSQL's write-ahead log: the database must be a postgres:// URL or an opened PgStore",
+                ));
+            }
+            _ => {}
         }
         let mut names = std::collections::HashSet::new();
         if let Some(c) = self.consumers.iter().find(|c| !names.insert(c.name())) {
@@ -244,22 +266,64 @@ impl Service {
     }
 
     async fn attach(self, stack: Stack) -> Result<Running> {
+        #[cfg(feature = "postgres")]
+        let pg = self.store::<postroom_postgres::PgStore>().cloned();
         let transport = stack.transport().clone();
         let capabilities = transport.capabilities();
         // Every check before anything is attached.
         let mut built = Vec::with_capacity(self.consumers.len());
         for spec in self.consumers {
+            let prefetch = spec.effective_prefetch();
+            let batch = spec.batch_config()?;
             let mut config = spec.config;
             if !spec.own_retry {
                 config.retry = self.parts.retry.clone();
             }
-            let prefetch = spec
-                .prefetch
-                .unwrap_or_else(|| config.concurrency.saturating_mul(2).max(1));
             let routes: Vec<&str> = spec.routes.iter().map(String::as_str).collect();
             let subscription = Subscription::new(config.name.clone(), &routes).prefetch(prefetch);
             subscription.validate()?;
-            let consumer = Consumer::for_transport(config, spec.handler, &capabilities)?;
+            #[cfg(feature = "postgres")]
+            if let Some(mode) = spec.inbox_queue {
+                let Kind::Each(handler) = spec.handler else {
+                    return Err(Error::config(format!(
+                        "consumer {:?}: a batched consumer has no inbox-queue mode",
+                        config.name
+                    )));
+                };
+                let Some(store) = &pg else {
+                    return Err(Error::config(format!(
+                        "consumer {:?}: the inbox-queue mode keeps its queue in PostgreSQL: the database must be a postgres:// URL",
+                        config.name
+                    )));
+                };
+                let iq = postroom_postgres::InboxQueueConfig {
+                    workers: mode.workers,
+                    batch: mode.batch,
+                    lease: mode.lease,
+                    poll_interval: mode.poll_interval,
+                    ordered: mode.ordered,
+                    ..postroom_postgres::InboxQueueConfig::new(config.clone())
+                };
+                let queue = postroom_postgres::InboxQueue::new(
+                    store.pool().clone(),
+                    store.prefix().clone(),
+                    iq,
+                )?;
+                let step = postroom_core::consumer::Step::new(config, handler);
+                built.push((Loop::Queue(queue, step), subscription));
+                continue;
+            }
+            let consumer = match spec.handler {
+                Kind::Batch(handler) => Loop::Batch(BatchConsumer::for_transport(
+                    config,
+                    batch.unwrap_or_default(),
+                    handler,
+                    &capabilities,
+                )?),
+                Kind::Each(handler) => {
+                    Loop::Each(Consumer::for_transport(config, handler, &capabilities)?)
+                }
+            };
             built.push((consumer, subscription));
         }
         for (name, routes) in self
@@ -284,9 +348,30 @@ impl Service {
                     return Err(e);
                 }
             };
-            let stats = consumer.stats();
             let rx = stop_rx.clone();
-            let task = tokio::spawn(async move { consumer.run(subscriber, rx).await });
+            let (stats, task) = match consumer {
+                Loop::Each(c) => (
+                    c.stats(),
+                    tokio::spawn(async move { c.run(subscriber, rx).await }),
+                ),
+                Loop::Batch(c) => (
+                    c.stats(),
+                    tokio::spawn(async move { c.run(subscriber, rx).await }),
+                ),
+                // Persist then ack on one side, the workers on the other; both stop on the
+                // service's shutdown.
+                #[cfg(feature = "postgres")]
+                Loop::Queue(queue, step) => (
+                    step.stats(),
+                    tokio::spawn(async move {
+                        let workers_rx = rx.clone();
+                        tokio::join!(
+                            queue.ingest(subscriber, rx),
+                            queue.run_workers_on(step, workers_rx)
+                        );
+                    }),
+                ),
+            };
             ingested.push(subscription.consumer.clone());
             running.push_consumer(RunningConsumer {
                 name: subscription.consumer,
@@ -310,11 +395,57 @@ impl Service {
                 ));
             }
         }
-        if let (Some(config), Some(outbox)) = (self.relay, self.parts.outbox) {
-            let relay = OutboxRelay::new(outbox, transport.publisher(), config);
-            let rx = stop_rx.clone();
-            running.set_relay(tokio::spawn(async move { relay.run(rx).await }));
+        match (self.relay, self.parts.outbox) {
+            (Some(RelaySource::Claiming(config)), Some(outbox)) => {
+                let relay = OutboxRelay::new(outbox, transport.publisher(), config);
+                let rx = stop_rx.clone();
+                running.set_relay(tokio::spawn(async move { relay.run(rx).await }));
+            }
+            #[cfg(feature = "postgres")]
+            (Some(RelaySource::Wal(config)), _) => {
+                let store = pg.expect("checked at start");
+                let relay = match postroom_postgres::wal::WalRelay::new(
+                    &store,
+                    transport.publisher(),
+                    config,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        running.shutdown().await;
+                        return Err(e);
+                    }
+                };
+                // Logical decoding, the publication and the slot: what is missing is an
+                // error now, not a warning in a loop.
+                if let Err(e) = relay.prepare().await {
+                    running.shutdown().await;
+                    return Err(e);
+                }
+                let rx = stop_rx.clone();
+                running.set_relay(tokio::spawn(async move { relay.run(rx).await }));
+            }
+            _ => {}
         }
         Ok(running)
     }
+}
+
+/// A consumer loop ready to run: per message or in batches.
+enum Loop {
+    Each(Consumer<dyn postroom_core::Handler>),
+    Batch(BatchConsumer<dyn postroom_core::BatchHandler>),
+    #[cfg(feature = "postgres")]
+    Queue(
+        postroom_postgres::InboxQueue,
+        postroom_core::consumer::Step<dyn postroom_core::Handler>,
+    ),
+}
+
+/// Which relay a service runs.
+enum RelaySource {
+    /// The claiming relay: leases on outbox rows, marked (or deleted) after each confirm.
+    Claiming(RelayConfig),
+    /// The WAL relay: the outbox's inserts read from PostgreSQL's write-ahead log.
+    #[cfg(feature = "postgres")]
+    Wal(postroom_postgres::wal::WalRelayConfig),
 }

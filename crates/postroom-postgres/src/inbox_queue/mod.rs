@@ -194,9 +194,19 @@ impl InboxQueue {
         handler: Arc<H>,
         shutdown: watch::Receiver<bool>,
     ) {
-        let mut tasks = Vec::with_capacity(self.config.workers);
         // One decision step for all workers: they share the circuit breaker and counters.
         let step = Step::new(self.config.consumer.clone(), handler);
+        self.run_workers_on(step, shutdown).await;
+    }
+
+    /// [`run_workers`](Self::run_workers) with a decision step of the caller's (made from
+    /// this queue's consumer settings), whose counters (`step.stats()`) the caller reads.
+    pub async fn run_workers_on<H: Handler + ?Sized>(
+        &self,
+        step: Step<H>,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        let mut tasks = Vec::with_capacity(self.config.workers);
         for n in 0..self.config.workers {
             let w = worker::Worker::new(
                 self.clone(),
