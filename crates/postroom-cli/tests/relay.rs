@@ -32,8 +32,12 @@ fn topology_dir() -> tempfile::TempDir {
 const SNIPPETS: &str = "docs/other-languages.md";
 
 fn readme() -> String {
-    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(SNIPPETS))
-        .expect(SNIPPETS)
+    std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(SNIPPETS),
+    )
+    .expect(SNIPPETS)
 }
 
 /// The fenced block of `lang` in [`SNIPPETS`] that mentions `marker`.
