@@ -30,7 +30,7 @@ pub fn run(cmd: ConsoleCommand) -> OpsResult {
         ConsoleCommand::HashPassword(HashPasswordArgs {}) => {
             let password = read_password()?;
             let hash = postroom_console::auth::hash_password(&password)?;
-            println!("{hash}");
+            crate::output::out!("{hash}")?;
             Ok(())
         }
     }

@@ -26,6 +26,7 @@ pub mod error;
 pub mod feed;
 #[cfg(feature = "console")]
 pub mod ingest;
+pub mod output;
 pub mod parking;
 pub mod prompt;
 #[cfg(feature = "console")]
@@ -58,6 +59,8 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> ExitCode {
     match dispatch(cli).await {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of the output went away: nothing to tell anyone.
+        Err(e) if e.kind == postroom_ops::OpsErrorKind::OutputClosed => error::exit_code(&e),
         Err(e) => {
             eprintln!("error: {}", postroom_ops::redact(&e.message));
             error::exit_code(&e)

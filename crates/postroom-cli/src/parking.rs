@@ -6,6 +6,7 @@ use crate::cli::{
 };
 use crate::config::ConfigFile;
 use crate::connect;
+use crate::output::{out, write_error as io};
 use crate::prompt::confirm;
 use postroom_core::ParkingFilter;
 use postroom_core::parking::redrive::RedriveSkip;
@@ -79,10 +80,6 @@ fn view(p: &PayloadArgs) -> PayloadView {
     }
 }
 
-fn io(e: std::io::Error) -> OpsError {
-    OpsError::failed(format!("cannot write output: {e}"))
-}
-
 async fn list(ctx: &Ctx<'_>, a: ListArgs) -> OpsResult {
     let filter = filter_of(&a.filter, a.include_redriven)?;
     let store = ctx.store(&a.store, false).await?.parking();
@@ -144,11 +141,11 @@ async fn show(ctx: &Ctx<'_>, a: ShowArgs) -> OpsResult {
     for m in &rows {
         let v = parked_json(m, view(&a.payload));
         if a.json {
-            println!("{v}");
+            out!("{v}")?;
         } else {
             let pretty =
                 serde_json::to_string_pretty(&v).map_err(|e| OpsError::failed(e.to_string()))?;
-            println!("{pretty}");
+            out!("{pretty}")?;
         }
     }
     Ok(())
@@ -210,7 +207,7 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
                     .iter()
                     .map(|r| (r.as_str().to_string(), would_skip(*r).into()))
                     .collect();
-                println!(
+                out!(
                     "{}",
                     serde_json::json!({
                         "dry_run": true,
@@ -218,7 +215,7 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
                         "would_send": preview.len() - skipping,
                         "would_skip": by_reason,
                     })
-                );
+                )?;
             }
             return Ok(());
         }
@@ -284,7 +281,7 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
         })
         .collect();
     if a.json {
-        println!(
+        out!(
             "{}",
             serde_json::json!({
                 "run_id": done.id,
@@ -292,22 +289,22 @@ async fn redrive(ctx: &Ctx<'_>, a: RedriveArgs) -> OpsResult {
                 "done": done.done,
                 "skipped": skipped,
             })
-        );
+        )?;
     } else {
-        println!(
+        out!(
             "redrive run {}: {}/{} done, {} skipped in this pass",
             done.id,
             done.done,
             done.total,
             report.skipped.len()
-        );
+        )?;
         for s in &report.skipped {
-            println!(
+            out!(
                 "  skipped {}  {}  {}",
                 s.message.message_id,
                 escape_controls(&s.message.consumer),
                 skip_in_words(s.reason)
-            );
+            )?;
         }
     }
     Ok(())
@@ -327,9 +324,9 @@ async fn runs(ctx: &Ctx<'_>, a: RunsArgs) -> OpsResult {
     let store = ctx.store(&a.store, false).await?.parking();
     for r in store.redrive_runs(a.limit).await? {
         if a.json {
-            println!("{}", run_json(&r));
+            out!("{}", run_json(&r))?;
         } else {
-            println!(
+            out!(
                 "{}  {}  {:<12}  {}/{}  {}",
                 r.id,
                 r.created_at.format("%Y-%m-%d %H:%M:%S"),
@@ -337,7 +334,7 @@ async fn runs(ctx: &Ctx<'_>, a: RunsArgs) -> OpsResult {
                 r.done,
                 r.total,
                 escape_controls(&r.filter)
-            );
+            )?;
         }
     }
     Ok(())
@@ -379,6 +376,6 @@ async fn ingest(ctx: &Ctx<'_>, a: IngestArgs) -> OpsResult {
         eprintln!("  {c}: {n} parked message(s) moved into the store");
         total += n;
     }
-    println!("{total} parked message(s) ingested");
+    out!("{total} parked message(s) ingested")?;
     Ok(())
 }

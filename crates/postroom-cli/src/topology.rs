@@ -3,6 +3,7 @@
 
 use crate::cli::{TopologyApplyArgs, TopologyArgs, TopologyCommand};
 use crate::connect::from_broker_args;
+use crate::output::out;
 use crate::prompt::confirm;
 use postroom_ops::args::PasswordArgs;
 use postroom_ops::registry::{PlannedChange, TopologyPlan};
@@ -40,20 +41,20 @@ async fn plan(a: TopologyArgs, passwords: &PasswordArgs) -> OpsResult {
     let changes = open(&a.broker, passwords).await?.plan().await?;
     if a.json {
         for c in &changes {
-            println!(
+            out!(
                 "{}",
                 serde_json::json!({"change": c.text, "conflict": c.conflict})
-            );
+            )?;
         }
     } else if changes.is_empty() {
-        println!(
+        out!(
             "nothing to do: the broker matches {}",
             a.broker.topology.display()
-        );
+        )?;
     } else {
-        println!("{} change(s):", changes.len());
+        out!("{} change(s):", changes.len())?;
         for c in &changes {
-            println!("{}", line(c));
+            out!("{}", line(c))?;
         }
     }
     Ok(())
@@ -63,7 +64,7 @@ async fn apply(a: TopologyApplyArgs, passwords: &PasswordArgs) -> OpsResult {
     let topology = open(&a.broker, passwords).await?;
     let changes = topology.plan().await?;
     if changes.is_empty() {
-        println!("nothing to do");
+        out!("nothing to do")?;
         return Ok(());
     }
     eprintln!("{} change(s):", changes.len());
@@ -82,6 +83,6 @@ async fn apply(a: TopologyApplyArgs, passwords: &PasswordArgs) -> OpsResult {
         return Err(OpsError::failed("not confirmed; nothing changed"));
     }
     let done = topology.apply().await?;
-    println!("applied {done} change(s)");
+    out!("applied {done} change(s)")?;
     Ok(())
 }

@@ -385,20 +385,25 @@ async fn a_gap_that_spans_the_switch_holds_the_key_until_the_old_feed_delivers_t
     close_and_clean_up(&p, [nats_t, kafka_t]).await;
 }
 
-/// The README's runbook block.
+/// The runbook's page of the docs.
+const RUNBOOK: &str = "docs/migration-nats-to-kafka.md";
+
+/// The runbook's block (marked as run by this test).
 fn runbook() -> String {
     let text = std::fs::read_to_string(
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(RUNBOOK),
     )
-    .expect("README.md");
-    let fence = "```sh\n";
+    .expect(RUNBOOK);
+    let fence = "```sh tested-by=crates/postroom-cli/tests/migrate.rs\n";
     text.match_indices(fence)
         .filter_map(|(at, _)| {
             let body = &text[at + fence.len()..];
             body.find("\n```").map(|end| body[..=end].to_string())
         })
         .find(|b| b.contains("--brokers-file"))
-        .expect("README.md has the runbook block")
+        .unwrap_or_else(|| panic!("{RUNBOOK} has the runbook block"))
 }
 
 /// A free port on the loopback.

@@ -1,13 +1,12 @@
-//! `postroom relay` for services in other languages, as the README documents it: rows
-//! inserted by the README's Python snippet (stdlib sqlite3) into a SQLite outbox, and by its
+//! `postroom relay` for services in other languages, as docs/other-languages.md describes it: rows
+//! inserted by the docs' Python snippet (stdlib sqlite3) into a SQLite outbox, and by its
 //! SQL for psql into a PostgreSQL outbox, are relayed to the consumers bound by a topology
 //! file, every envelope decodable; two relays on one PostgreSQL outbox, one killed with
 //! SIGKILL in the middle, lose nothing and keep each aggregate's order; SIGTERM drains
 //! (nothing stays leased); with `--retention 0s` on PostgreSQL the relay deletes each row it
 //! published and the outbox ends empty; a row the broker can never take (over NATS's
 //! `max_payload`) is held with its reason while other aggregates flow; `/metrics`, `/healthz`
-//! and `/readyz` answer. The
-//! README's Node snippet is checked for syntax only (its `pg` module is not installed here).
+//! and `/readyz` answer. The docs' Node snippet is checked for syntax only (its `pg` module is not installed here).
 
 mod common;
 
@@ -29,12 +28,19 @@ fn topology_dir() -> tempfile::TempDir {
     dir
 }
 
+/// The page of the docs with the outbox snippets for other languages.
+const SNIPPETS: &str = "docs/other-languages.md";
+
 fn readme() -> String {
-    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-        .expect("README.md")
+    std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(SNIPPETS),
+    )
+    .expect(SNIPPETS)
 }
 
-/// The README's fenced block of `lang` that mentions `marker`.
+/// The fenced block of `lang` in [`SNIPPETS`] that mentions `marker`.
 fn readme_block(lang: &str, marker: &str) -> String {
     let text = readme();
     let fence = format!("```{lang}\n");
@@ -44,7 +50,7 @@ fn readme_block(lang: &str, marker: &str) -> String {
             body.find("\n```").map(|end| body[..=end].to_string())
         })
         .find(|b| b.contains(marker))
-        .unwrap_or_else(|| panic!("README.md has no {lang} block with {marker}"))
+        .unwrap_or_else(|| panic!("{SNIPPETS} has no {lang} block with {marker}"))
 }
 
 async fn ready(d: &Daemon) {
@@ -212,7 +218,7 @@ async fn rows_a_python_service_inserts_into_a_sqlite_outbox_are_relayed_and_sigt
     assert_eq!(leased, 0, "a drained relay leaves no row leased");
 }
 
-/// The README's SQL for psql, repeated for `n` invoices of ten customers.
+/// The docs' SQL for psql, repeated for `n` invoices of ten customers.
 fn psql_script(n: usize) -> String {
     let snippet = readme_block("sql", "postroom_outbox");
     let mut script = String::from(
@@ -229,7 +235,7 @@ fn psql_script(n: usize) -> String {
     script
 }
 
-/// Run the README's SQL for `n` rows with psql in `dir`, against `url`; psql's output.
+/// Run the docs' SQL for `n` rows with psql in `dir`, against `url`; psql's output.
 fn run_psql(dir: &Path, url: &str, n: usize) -> std::process::Output {
     std::fs::write(dir.join("rows.sql"), psql_script(n)).unwrap();
     Command::new("psql")

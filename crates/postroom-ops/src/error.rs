@@ -14,6 +14,9 @@ pub enum OpsErrorKind {
     InvariantFailed,
     /// The operation failed midway.
     Failed,
+    /// The reader of the output went away (a closed pipe): it has what it wanted, so this
+    /// ends a command quietly rather than failing it.
+    OutputClosed,
 }
 
 /// An operation's failure.

@@ -90,6 +90,11 @@
 //! # Ok(()) }
 //! ```
 
+/// The README's quickstart, compiled with the doc tests so that it keeps up with the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeQuickstart;
+
 mod builder;
 mod consumer;
 pub mod registry;

@@ -137,7 +137,20 @@ impl ManagementApi {
             } else {
                 ErrorKind::Connection
             };
-            Error::new(kind, format!("management API {method} {path}")).with_source(e)
+            // Nothing listening on the API's port: on a broker that is up, the plugin is off.
+            let hint = if e.is_connect() {
+                format!(
+                    " at {}: is the RabbitMQ management plugin enabled? \
+                     (rabbitmq-plugins enable rabbitmq_management)",
+                    self.base.host_str().map_or_else(
+                        || "?".to_string(),
+                        |h| format!("{h}:{}", self.base.port_or_known_default().unwrap_or(0))
+                    )
+                )
+            } else {
+                String::new()
+            };
+            Error::new(kind, format!("management API {method} {path}{hint}")).with_source(e)
         })?;
         let status = resp.status();
         if status == StatusCode::NOT_FOUND {
