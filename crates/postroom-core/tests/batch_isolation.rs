@@ -8,8 +8,8 @@ use postroom_core::message::headers as h;
 use postroom_core::transport::Handback;
 use postroom_core::{
     BatchConfig, BatchConsumer, BatchHandler, ConsumerConfig, Delivery, Envelope, EnvelopeDecoder,
-    Handled, HandlerError, Headers, Incoming, MessageId, ParkedMessage, ReceivedMessage,
-    RetryPlan, Subscriber, async_trait,
+    Handled, HandlerError, Headers, Incoming, MessageId, ParkedMessage, ReceivedMessage, RetryPlan,
+    Subscriber, async_trait,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -241,11 +241,7 @@ async fn a_permanent_failure_of_one_message_parks_only_that_message() {
 #[tokio::test]
 async fn a_message_that_fails_its_whole_batch_is_split_out_and_parked_alone() {
     let (ids, out) = run(Fault::FailsTheBatch).await;
-    assert_isolated(
-        &ids,
-        &out,
-        &Settled::Park("constraint_violation".into()),
-    );
+    assert_isolated(&ids, &out, &Settled::Park("constraint_violation".into()));
     assert!(
         out.calls.contains(&vec!["k3".to_string()]),
         "k3 was tried on its own: {:?}",

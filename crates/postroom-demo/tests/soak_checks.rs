@@ -68,7 +68,9 @@ async fn run(skip: Option<&str>) -> Run {
         order("o-3", "NONE", false),
     ];
     shop.create_orders(&orders, "test").await.unwrap();
-    let pool = SqlitePool::connect(&format!("sqlite://{file}")).await.unwrap();
+    let pool = SqlitePool::connect(&format!("sqlite://{file}"))
+        .await
+        .unwrap();
     let bodies: Vec<Vec<u8>> = sqlx::query_scalar("SELECT body FROM postroom_outbox")
         .fetch_all(&pool)
         .await
@@ -134,8 +136,10 @@ async fn one_effect_applied_twice_fails_the_duplicate_check() {
     assert!(run.failures().await.is_empty());
     // A copy of o-2's creation applied a second time past the inbox: its reservation and its
     // effect row written again.
-    run.exec("INSERT INTO shop_reservations SELECT * FROM shop_reservations WHERE order_id = 'o-2'")
-        .await;
+    run.exec(
+        "INSERT INTO shop_reservations SELECT * FROM shop_reservations WHERE order_id = 'o-2'",
+    )
+    .await;
     run.exec(
         "INSERT INTO shop_effects SELECT * FROM shop_effects WHERE order_id = 'o-2' AND consumer = 'inventory'",
     )

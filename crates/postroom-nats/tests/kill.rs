@@ -46,7 +46,8 @@ async fn consume(prefix: &str, db: &str, until: impl Fn(&Probe) -> bool) -> Arc<
     let (stop, rx) = watch::channel(false);
     let task = tokio::spawn(async move { consumer.run(sub, rx).await });
     assert!(eventually(Duration::from_secs(30), || async { until(&effect) }).await);
-    stop.send(true).expect("the consumer is still listening for its stop");
+    stop.send(true)
+        .expect("the consumer is still listening for its stop");
     tokio::time::timeout(Duration::from_secs(30), task)
         .await
         .expect("the consumer stops within 30 s")

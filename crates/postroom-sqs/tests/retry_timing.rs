@@ -151,7 +151,8 @@ async fn every_receive_of_a_retried_message_comes_after_its_due_time() {
         .await,
         "applied after three retries each"
     );
-    stop.send(true).expect("the consumer is still listening for its stop");
+    stop.send(true)
+        .expect("the consumer is still listening for its stop");
     tokio::time::timeout(Duration::from_secs(30), task)
         .await
         .expect("the consumer stops within 30 s")

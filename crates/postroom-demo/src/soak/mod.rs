@@ -211,6 +211,7 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
     report.lost = facts.lost_ids.len() as u64;
     report.duplicate_effects = facts.duplicate_effects;
     report.order_violations = facts.order_violations;
+    report.reordered_deliveries = facts.reordered_deliveries;
     report.parked = parked.len() as u64;
     report.parked_unexpected = parked
         .iter()

@@ -54,9 +54,9 @@ impl BatchEffectHandler {
     /// Whether `id` was handed over, on its first delivery, in one call with at least one
     /// message of `others`.
     pub fn shared_a_batch(&self, id: MessageId, others: &[MessageId]) -> bool {
-        self.calls().iter().any(|c| {
-            c.contains(&(id, 0)) && c.iter().any(|(o, _)| *o != id && others.contains(o))
-        })
+        self.calls()
+            .iter()
+            .any(|c| c.contains(&(id, 0)) && c.iter().any(|(o, _)| *o != id && others.contains(o)))
     }
 
     /// Calls that held `id`, with the attempt it was on.
