@@ -7,7 +7,6 @@
 //! `security_protocol`, `sasl_mechanism`, `cacertfile`, `certfile` and `keyfile` secure the
 //! connection (`postroom_kafka::settings`).
 
-use crate::settings::{FileSettings, from_url, split_file};
 use crate::topology::{Consumers, admin, delete_groups, delete_topics};
 use crate::{ConsumerTopics, KafkaConfig, KafkaTransport, Topology};
 use postroom_core::driver::Endpoint;
@@ -17,6 +16,7 @@ use postroom_core::driver::{
 use postroom_core::driver::{TopologyFile, TransportSpec};
 use postroom_core::{Error, Result};
 use postroom_core::{Transport, async_trait};
+use crate::settings::{FileSettings, from_url, split_file};
 use std::sync::Arc;
 
 /// Opens Kafka transports.
