@@ -46,8 +46,12 @@ async fn consume(prefix: &str, db: &str, until: impl Fn(&Probe) -> bool) -> Arc<
     let (stop, rx) = watch::channel(false);
     let task = tokio::spawn(async move { consumer.run(sub, rx).await });
     assert!(eventually(Duration::from_secs(30), || async { until(&effect) }).await);
-    let _ = stop.send(true);
-    let _ = task.await;
+    stop.send(true)
+        .expect("the consumer is still listening for its stop");
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the consumer stops within 30 s")
+        .expect("the consumer task did not panic");
     effect
 }
 

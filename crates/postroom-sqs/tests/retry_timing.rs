@@ -151,8 +151,12 @@ async fn every_receive_of_a_retried_message_comes_after_its_due_time() {
         .await,
         "applied after three retries each"
     );
-    let _ = stop.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    stop.send(true)
+        .expect("the consumer is still listening for its stop");
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the consumer stops within 30 s")
+        .expect("the consumer task did not panic");
     let log = log.lock().unwrap();
     for e in &envs {
         let due = &log.due[&e.id];

@@ -190,7 +190,19 @@ impl Backend {
     /// parking ingest of its dead-letter place once. Subscribing again after dropping the
     /// previous subscriber is a consumer restart.
     pub async fn subscribe(&self, consumer: &str, topics: &[&str]) -> Result<BoxSubscriber> {
-        let sub = Subscription::new(consumer, topics).prefetch(self.transport.prefetch);
+        self.subscribe_with_prefetch(consumer, topics, self.transport.prefetch)
+            .await
+    }
+
+    /// [`Backend::subscribe`] with a prefetch of `prefetch` instead of the fixture's (a
+    /// batched consumer needs room in flight for its batches to form).
+    pub async fn subscribe_with_prefetch(
+        &self,
+        consumer: &str,
+        topics: &[&str],
+        prefetch: usize,
+    ) -> Result<BoxSubscriber> {
+        let sub = Subscription::new(consumer, topics).prefetch(prefetch);
         let subscriber = self.transport.transport.subscribe(&sub).await?;
         let first = self
             .ingesting

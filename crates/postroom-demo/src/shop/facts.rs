@@ -15,7 +15,7 @@ pub const ATTEMPTS: &str =
     "SELECT attempt, COUNT(*) FROM shop_attempts WHERE attempt > 0 GROUP BY attempt";
 
 /// Counting queries, in the order of [`Counts`]' fields.
-pub const COUNTS: [&str; 11] = [
+pub const COUNTS: [&str; 13] = [
     "SELECT COUNT(*) FROM shop_orders",
     "SELECT COUNT(DISTINCT order_id) FROM shop_reservations",
     "SELECT COUNT(*) FROM shop_orders WHERE status = 'rejected'",
@@ -31,12 +31,20 @@ pub const COUNTS: [&str; 11] = [
     "SELECT COUNT(*) FROM shop_stock s WHERE s.initial - s.available !=
        COALESCE((SELECT SUM(qty) FROM shop_reservations r WHERE r.sku = s.sku AND r.status = 'reserved'), 0)",
     "SELECT COALESCE(MAX(size), 0) FROM shop_batches",
+    // Deliveries the version guard decided against the order it met: a version applied that
+    // was not the next one, one held back that was, one called a duplicate that was ahead.
+    "SELECT COUNT(*) FROM shop_deliveries WHERE
+       (outcome = 'applied' AND version != seen + 1)
+       OR (outcome = 'gap' AND version <= seen + 1)
+       OR (outcome = 'duplicate' AND version > seen + 1)",
+    // Deliveries the transport made ahead of their turn (an earlier version not yet applied).
+    "SELECT COUNT(*) FROM shop_deliveries WHERE version > seen + 1",
 ];
 
 /// What the queries returned.
 pub struct Raw {
     /// Results of [`COUNTS`], in order.
-    pub counts: [i64; 11],
+    pub counts: [i64; COUNTS.len()],
     /// Result of [`PRODUCED`].
     pub produced: Vec<String>,
     /// Result of [`WITH_EFFECT`].
@@ -62,7 +70,8 @@ pub fn assemble(raw: Raw, parked_ids: &[MessageId]) -> ShopFacts {
             .filter(|m| !raw.with_effect.contains(m) && !parked.contains(m))
             .collect(),
         duplicate_effects: c[4] + c[5] + c[6],
-        order_violations: c[7],
+        order_violations: c[7] + c[11],
+        reordered_deliveries: c[12],
         calls_by_attempt: raw
             .attempts
             .into_iter()

@@ -123,8 +123,11 @@ pub struct ShopFacts {
     pub lost_ids: Vec<String>,
     /// Messages with more than one effect, plus orders reserved more than once.
     pub duplicate_effects: u64,
-    /// Effects applied out of aggregate order.
+    /// Effects applied out of aggregate order, and deliveries the version guard decided
+    /// against the order it met.
     pub order_violations: u64,
+    /// Deliveries the transport made ahead of their turn, held back by the version guard.
+    pub reordered_deliveries: u64,
     /// Handler calls per retry attempt (attempt → calls), attempts ≥ 1.
     pub calls_by_attempt: BTreeMap<u32, u64>,
     /// Duplicate deliveries absorbed by an inbox.

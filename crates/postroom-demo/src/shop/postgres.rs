@@ -25,7 +25,8 @@ impl SqlStore for PgStore {
         // The database outlives a run: empty the business tables and the demo's postroom tables.
         empty_tables:
             "TRUNCATE shop_orders, shop_stock, shop_reservations, shop_versions, shop_effects,
-                shop_messages, shop_faults, shop_attempts, shop_duplicates, shop_crash, shop_batches;
+                shop_messages, shop_faults, shop_attempts, shop_duplicates, shop_crash, shop_batches,
+                shop_deliveries;
             TRUNCATE postroom_demo_outbox, postroom_demo_inbox, postroom_demo_parked,
                 postroom_demo_redrive_runs, postroom_demo_redrive_items, postroom_demo_queue;",
         for_update: " FOR UPDATE",

@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS shop_attempts (message_id TEXT NOT NULL, attempt BIGI
 CREATE TABLE IF NOT EXISTS shop_duplicates (consumer TEXT NOT NULL, message_id TEXT NOT NULL, at BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS shop_crash (order_id TEXT PRIMARY KEY, at BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS shop_batches (size BIGINT NOT NULL, at BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop_deliveries (message_id TEXT NOT NULL, order_id TEXT NOT NULL,
+    version BIGINT NOT NULL, seen BIGINT NOT NULL, outcome TEXT NOT NULL, at BIGINT NOT NULL);
 ";
 
 /// The statements that differ between stores.
@@ -347,7 +349,7 @@ where
     async fn facts(&self, parked_ids: &[MessageId]) -> Result<ShopFacts> {
         let pool = self.store.pool();
         let db = S::db_error;
-        let mut counts = [0i64; 11];
+        let mut counts = [0i64; facts::COUNTS.len()];
         for (n, sql) in counts.iter_mut().zip(facts::COUNTS) {
             *n = sqlx::query_scalar(sql).fetch_one(pool).await.map_err(db)?;
         }
@@ -456,20 +458,27 @@ where
         .fetch_optional(&mut *tx)
         .await
         .map_err(db)?;
+        let seen = last.unwrap_or(0);
         let last = last.map(|v| u64::try_from(v).unwrap_or(0));
         match check_version(last, env.aggregate.version, 1) {
             VersionDecision::Apply => {}
             VersionDecision::AlreadyApplied => {
                 self.store.claim(&mut *tx, INVENTORY, env.id).await?;
+                delivery::<S>(&mut *tx, env, &order_id, seen, "duplicate").await?;
                 return Ok(InventoryResult::Duplicate);
             }
-            VersionDecision::Gap { .. } => return Ok(InventoryResult::Gap { last }),
+            VersionDecision::Gap { .. } => {
+                delivery::<S>(&mut *tx, env, &order_id, seen, "gap").await?;
+                return Ok(InventoryResult::Gap { last });
+            }
         }
         // Two copies of a first version both pass the check: the inbox keeps the second out
         // (its claim waits for the first's commit, then finds the row).
         if !self.store.claim(&mut *tx, INVENTORY, env.id).await? {
+            delivery::<S>(&mut *tx, env, &order_id, seen, "duplicate").await?;
             return Ok(InventoryResult::Duplicate);
         }
+        delivery::<S>(&mut *tx, env, &order_id, seen, "applied").await?;
         let result = match env.message_type.as_str() {
             "order.created" => {
                 let sku = text(env, "sku")?;
@@ -536,6 +545,40 @@ where
         .map_err(db)?;
         Ok(result)
     }
+}
+
+/// Record a delivery to the inventory transaction as the version guard met it: the version
+/// delivered, the version the order stood at (`seen`, 0 before its first) and what the guard
+/// made of it (`applied`, `duplicate` or `gap`). Written in the guard's own transaction, so
+/// what the transport delivered ahead of its turn is on record next to what was let through.
+async fn delivery<S>(
+    conn: &mut <S::Db as Database>::Connection,
+    env: &Envelope,
+    order_id: &str,
+    seen: i64,
+    outcome: &str,
+) -> Result<()>
+where
+    S: SqlStore,
+    for<'c> &'c mut <S::Db as Database>::Connection: Executor<'c, Database = S::Db>,
+    for<'q> <S::Db as Database>::Arguments<'q>: IntoArguments<'q, S::Db>,
+    i64: Type<S::Db> + for<'q> Encode<'q, S::Db>,
+    String: Type<S::Db> + for<'q> Encode<'q, S::Db>,
+{
+    sqlx::query(
+        "INSERT INTO shop_deliveries (message_id, order_id, version, seen, outcome, at)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(env.id.to_string())
+    .bind(order_id.to_string())
+    .bind(version(env))
+    .bind(seen)
+    .bind(outcome.to_string())
+    .bind(now())
+    .execute(conn)
+    .await
+    .map_err(S::db_error)?;
+    Ok(())
 }
 
 /// Record an applied effect, numbered per consumer and order (the order it was applied in).

@@ -24,7 +24,7 @@ impl SqlStore for SqliteStore {
             "DELETE FROM shop_orders; DELETE FROM shop_stock; DELETE FROM shop_reservations;
             DELETE FROM shop_versions; DELETE FROM shop_effects; DELETE FROM shop_messages;
             DELETE FROM shop_faults; DELETE FROM shop_attempts; DELETE FROM shop_duplicates;
-            DELETE FROM shop_crash; DELETE FROM shop_batches;",
+            DELETE FROM shop_crash; DELETE FROM shop_batches; DELETE FROM shop_deliveries;",
         // BEGIN IMMEDIATE already holds the whole database for the transaction.
         for_update: "",
         published_event: "SELECT o.message_id, o.route, o.headers, o.body FROM postroom_outbox o

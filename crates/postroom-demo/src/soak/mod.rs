@@ -211,6 +211,7 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
     report.lost = facts.lost_ids.len() as u64;
     report.duplicate_effects = facts.duplicate_effects;
     report.order_violations = facts.order_violations;
+    report.reordered_deliveries = facts.reordered_deliveries;
     report.parked = parked.len() as u64;
     report.parked_unexpected = parked
         .iter()
@@ -230,25 +231,7 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
     if timed_out {
         f.push(format!("did not settle within {} s", args.timeout_secs));
     }
-    if report.lost > 0 {
-        f.push(format!(
-            "{} message(s) lost, e.g. {:?}",
-            report.lost,
-            facts.lost_ids.iter().take(5).collect::<Vec<_>>()
-        ));
-    }
-    if report.duplicate_effects > 0 {
-        f.push(format!(
-            "{} effect(s) applied twice",
-            report.duplicate_effects
-        ));
-    }
-    if report.order_violations > 0 {
-        f.push(format!(
-            "{} effect(s) out of aggregate order",
-            report.order_violations
-        ));
-    }
+    f.extend(fact_failures(&facts));
     if report.rejected != report.out_of_stock_orders {
         f.push(format!(
             "{} out-of-stock orders but {} rejections applied",
@@ -278,6 +261,34 @@ pub async fn run(args: SoakArgs, passwords: &PasswordArgs) -> OpsResult {
     report.print();
     verdict::write_json(args.json.as_deref(), &report)?;
     verdict::of(&report.failures)
+}
+
+/// The checks read from the databases at the end of a run: every message has an effect or a
+/// parking record (nothing lost), no effect was applied twice, and each order's events were
+/// applied in aggregate order. One line per check that failed.
+#[must_use]
+pub fn fact_failures(facts: &ShopFacts) -> Vec<String> {
+    let mut f = Vec::new();
+    if !facts.lost_ids.is_empty() {
+        f.push(format!(
+            "{} message(s) lost, e.g. {:?}",
+            facts.lost_ids.len(),
+            facts.lost_ids.iter().take(5).collect::<Vec<_>>()
+        ));
+    }
+    if facts.duplicate_effects > 0 {
+        f.push(format!(
+            "{} effect(s) applied twice",
+            facts.duplicate_effects
+        ));
+    }
+    if facts.order_violations > 0 {
+        f.push(format!(
+            "{} effect(s) out of aggregate order",
+            facts.order_violations
+        ));
+    }
+    f
 }
 
 /// With kills on: at least one relay and one consumer (of those there are) was killed.

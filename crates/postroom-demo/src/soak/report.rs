@@ -24,6 +24,8 @@ pub struct SoakReport {
     pub duplicate_effects: u64,
     /// Effects applied out of aggregate order.
     pub order_violations: u64,
+    /// Deliveries the transport made ahead of their turn, held back by the version guard.
+    pub reordered_deliveries: u64,
     /// Parked messages.
     pub parked: u64,
     /// Parked messages that were not poison (should be none).
@@ -86,6 +88,7 @@ impl SoakReport {
             format!("{} ({} not poison)", r.parked, r.parked_unexpected),
         );
         out.row("duplicates absorbed", r.duplicates_absorbed);
+        out.row("held back out of order", r.reordered_deliveries);
         out.row("retried handler calls", r.retried_calls);
         if r.batch_size > 0 {
             out.row(

@@ -169,7 +169,15 @@ impl Running {
     /// can stall the group's rebalance).
     pub async fn kill(self) {
         self.task.abort();
-        let _ = self.task.await;
+        match tokio::time::timeout(Duration::from_secs(30), self.task).await {
+            Err(_) => panic!("the killed consumer task was not gone within 30 s"),
+            Ok(Err(e)) if e.is_cancelled() => {}
+            Ok(Err(e)) => panic!("the consumer task panicked before it was killed: {e}"),
+            Ok(Ok(Err(e))) => {
+                panic!("the consumer task ended with an error before it was killed: {e}")
+            }
+            Ok(Ok(Ok(()))) => panic!("the consumer task ended by itself before it was killed"),
+        }
     }
 }
 

@@ -46,6 +46,19 @@ impl BatchEffectHandler {
         self.calls.lock().unwrap().clone()
     }
 
+    /// Whether some call held more than one message: batches formed.
+    pub fn batches_formed(&self) -> bool {
+        self.calls().iter().any(|c| c.len() > 1)
+    }
+
+    /// Whether `id` was handed over, on its first delivery, in one call with at least one
+    /// message of `others`.
+    pub fn shared_a_batch(&self, id: MessageId, others: &[MessageId]) -> bool {
+        self.calls()
+            .iter()
+            .any(|c| c.contains(&(id, 0)) && c.iter().any(|(o, _)| *o != id && others.contains(o)))
+    }
+
     /// Calls that held `id`, with the attempt it was on.
     pub fn attempts_of(&self, id: MessageId) -> Vec<u32> {
         self.calls()
@@ -95,17 +108,25 @@ impl BatchHandler for BatchEffectHandler {
     }
 }
 
-/// Start a batched consumer (2 lanes, batches of up to 8, 50 ms linger).
+/// Lanes of the suite's batched consumer.
+const LANES: usize = 2;
+/// Most messages per batch of the suite's batched consumer.
+const BATCH_SIZE: usize = 8;
+
+/// Start a batched consumer (2 lanes, batches of up to 8, 50 ms linger), subscribed with
+/// room in flight for a full batch per lane.
 pub async fn start_batch_consumer(
     b: &Arc<Backend>,
     name: &str,
     topics: &[&str],
     handler: Arc<BatchEffectHandler>,
 ) -> Running {
-    let (sub, mut cfg, recorder) = suite_setup(b, name, topics, policy(b)).await;
-    cfg.concurrency = 2;
+    let prefetch = Some(LANES * BATCH_SIZE);
+    let (sub, mut cfg, recorder) =
+        suite_setup_with_prefetch(b, name, topics, policy(b), prefetch).await;
+    cfg.concurrency = LANES;
     let batch = BatchConfig {
-        max_size: 8,
+        max_size: BATCH_SIZE,
         linger: Duration::from_millis(50),
     };
     let consumer = BatchConsumer::for_transport(cfg, batch, handler, &b.transport().capabilities())
@@ -180,6 +201,17 @@ pub async fn batch_isolates_a_poison_message(b: &Arc<Backend>) {
     assert_eq!(parked[0].error_code, "constraint_violation");
     assert!(stats.retries_by_stage.is_empty(), "nothing retried");
     assert_eq!(stats.applied, 9);
+    let good_ids: Vec<MessageId> = good.iter().map(|e| e.id).collect();
+    assert!(
+        h.batches_formed(),
+        "batches of more than one message formed: {:?}",
+        h.calls()
+    );
+    assert!(
+        h.shared_a_batch(poison.id, &good_ids),
+        "the poison was handed over in one batch with good messages: {:?}",
+        h.calls()
+    );
 }
 
 /// A transient failure of one message inside a batch retries that message only, after its
@@ -217,6 +249,17 @@ pub async fn batch_retries_only_the_failing_message(b: &Arc<Backend>) {
     }
     assert_eq!(recorder.assert_never_early(flaky.id), 1);
     assert!(parked_of(b, &c).await.is_empty());
+    let good_ids: Vec<MessageId> = good.iter().map(|e| e.id).collect();
+    assert!(
+        h.batches_formed(),
+        "batches of more than one message formed: {:?}",
+        h.calls()
+    );
+    assert!(
+        h.shared_a_batch(flaky.id, &good_ids),
+        "the failing message was handed over in one batch with good messages: {:?}",
+        h.calls()
+    );
 }
 
 /// The batched consumer crashes after the batch's commit, before its acks (the crash point

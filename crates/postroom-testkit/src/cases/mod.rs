@@ -230,10 +230,25 @@ pub(crate) async fn suite_setup(
     topics: &[&str],
     retry: RetryPolicy,
 ) -> (RecordingSubscriber, ConsumerConfig, Arc<Recorder>) {
+    suite_setup_with_prefetch(b, name, topics, retry, None).await
+}
+
+/// [`suite_setup`] with a prefetch of its own (`None`: the fixture's).
+pub(crate) async fn suite_setup_with_prefetch(
+    b: &Arc<Backend>,
+    name: &str,
+    topics: &[&str],
+    retry: RetryPolicy,
+    prefetch: Option<usize>,
+) -> (RecordingSubscriber, ConsumerConfig, Arc<Recorder>) {
     let caps = b.transport().capabilities();
     let recorder = Arc::new(Recorder::default());
+    let subscriber = match prefetch {
+        Some(n) => b.subscribe_with_prefetch(name, topics, n).await,
+        None => b.subscribe(name, topics).await,
+    };
     let sub = RecordingSubscriber::new(
-        b.subscribe(name, topics).await.expect("subscribe"),
+        subscriber.expect("subscribe"),
         recorder.clone(),
         caps.delay.is_staged(),
     );
