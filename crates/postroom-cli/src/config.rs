@@ -46,6 +46,20 @@ pub struct ParkingSection {
     pub operator: Option<String>,
 }
 
+/// `e` as its place in `text` (line and column) and its message, without the quoted line.
+fn parse_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message.to_string(),
+    }
+}
+
 /// Load the config file: an explicit path must exist; the default one is optional.
 pub fn load(explicit: Option<&Path>) -> OpsResult<ConfigFile> {
     let (path, required) = match explicit {
@@ -59,7 +73,9 @@ pub fn load(explicit: Option<&Path>) -> OpsResult<ConfigFile> {
     let bad = |e: &dyn std::fmt::Display| {
         OpsError::usage(format!("bad config file {}: {e}", path.display()))
     };
-    let config: ConfigFile = toml::from_str(&text).map_err(|e| bad(&e))?;
+    // The parser's own message quotes the offending line, which may hold a password: say
+    // where and what, never the line.
+    let config: ConfigFile = toml::from_str(&text).map_err(|e| bad(&parse_error(&text, &e)))?;
     // Values are checked when the file is read, so a mistake is named with its place in the
     // file whatever command reads it.
     if let Some(rate) = config.parking.redrive_rate {

@@ -245,6 +245,76 @@ fn urls_with_passwords_are_never_echoed() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2secret"));
 }
 
+/// A password holding a URL-reserved character that was not percent-encoded makes the URL
+/// unparseable; the error that says so still masks it, whether the URL came from a flag, the
+/// environment or the config file, for a database or a broker.
+#[test]
+fn a_password_with_a_raw_reserved_character_is_masked_in_the_parse_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for c in ['#', '?', '/', '@', ':', '[', ']', '%', ' ', '&', '='] {
+        let password = format!("SE{c}CRETPW");
+        let urls = [
+            (
+                "database",
+                format!("postgres://postgres:{password}@127.0.0.1:5432/x"),
+            ),
+            (
+                "broker",
+                format!("amqp://guest:{password}@127.0.0.1:5672/%2f"),
+            ),
+            ("broker", format!("nats://user:{password}@127.0.0.1:4222")),
+        ];
+        for (what, url) in &urls {
+            let by_flag: Vec<&str> = if *what == "database" {
+                vec!["parking", "list", "--database", url]
+            } else {
+                vec!["topology", "plan", "--broker", url]
+            };
+            let (_, err) = run(d, &by_flag);
+            assert!(
+                !err.contains("CRETPW"),
+                "{by_flag:?} echoed its password: {err}"
+            );
+            if matches!(c, '#' | '?') {
+                // These make the URL unparseable: the parse error is what is printed.
+                assert!(
+                    err.contains(&format!("bad {what} URL")),
+                    "{by_flag:?}: {err}"
+                );
+            }
+            let env = if *what == "database" {
+                "POSTROOM_DATABASE"
+            } else {
+                "POSTROOM_BROKER"
+            };
+            let args: &[&str] = if *what == "database" {
+                &["parking", "list"]
+            } else {
+                &["topology", "plan"]
+            };
+            let (_, err) = code_and_stderr(common::postroom_cmd(d, args).env(env, url));
+            assert!(
+                !err.contains("CRETPW"),
+                "{env}={url:?} echoed its password: {err}"
+            );
+            let key = if *what == "database" {
+                "database"
+            } else {
+                "broker"
+            };
+            let toml_url = url.replace('\\', "\\\\").replace('"', "\\\"");
+            std::fs::write(d.join("postroom.toml"), format!("{key} = \"{toml_url}\"\n")).unwrap();
+            let (_, err) = run(d, args);
+            std::fs::remove_file(d.join("postroom.toml")).unwrap();
+            assert!(
+                !err.contains("CRETPW"),
+                "{key} = {url:?} in postroom.toml echoed its password: {err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn serve_refuses_bad_feeds() {
     let dir = tempfile::tempdir().unwrap();

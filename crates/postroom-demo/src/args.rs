@@ -45,10 +45,11 @@ pub struct DemoArgs {
     /// afresh on each run).
     #[arg(long, default_value = "postroom-demo", value_name = "PREFIX", value_parser = parse_workload)]
     pub workload: String,
-    /// Move the inventory and orders feeds from --broker to this broker mid-run (the README's
-    /// runbook, step by step): the relay publishes to both, a consumer on the new broker
-    /// starts beside the old one, one consumer of each is SIGKILLed during the overlap, the
-    /// old feed is drained and stopped, then publishing to the old broker stops.
+    /// Move the inventory and orders feeds from --broker to this broker mid-run (the runbook
+    /// of docs/migration-nats-to-kafka.md, step by step): the relay publishes to both, a
+    /// consumer on the new broker starts beside the old one, one consumer of each is
+    /// SIGKILLed during the overlap, the old feed is drained and stopped, then publishing to
+    /// the old broker stops.
     #[arg(long, value_name = "URL", requires = "broker")]
     pub migrate_to: Option<UrlText>,
 }

@@ -27,10 +27,11 @@ fn redact_userinfo(text: &str) -> String {
         out.push_str(head);
         let end = token_end(tail);
         let token = &tail[..end];
-        // The userinfo ends at the last `@` before the query or fragment: a password may
-        // hold `/` or `@` when it was not percent-encoded.
-        let scope = token.find(['?', '#']).unwrap_or(token.len());
-        match token[..scope].rfind('@') {
+        // The userinfo ends at the token's last `@`: a password that was not
+        // percent-encoded may hold `/`, `@`, `?` or `#` (the URL then does not parse, and the
+        // error quoting it must mask it all the same). A query holding an `@` is masked
+        // further than needed, never less.
+        match token.rfind('@') {
             Some(at) => {
                 let userinfo = &token[..at];
                 match userinfo.split_once(':') {
@@ -94,6 +95,12 @@ mod tests {
             "amqp://u:***@host:5672/%2f"
         );
         assert_eq!(redact("http://u:p%40ss@h:15672"), "http://u:***@h:15672");
+        // `?` and `#` too, which end the authority of a URL that parses.
+        assert_eq!(
+            redact("postgres://u:SEC#RET@h:5432/db?sslmode=require"),
+            "postgres://u:***@h:5432/db?sslmode=require"
+        );
+        assert_eq!(redact("nats://u:S@C?R#T@h:4222"), "nats://u:***@h:4222");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `postroom demo --broker A --migrate-to B`: the orders → inventory run while the feed moves
-//! from broker A to broker B, step by step as the README's runbook does it:
+//! from broker A to broker B, step by step as the runbook in docs/migration-nats-to-kafka.md does it:
 //!
 //! 1. on A alone: the first orders and every fault of the plain demo (retries, poison,
 //!    out-of-stock, cancellations, duplicates, the consumer killed between COMMIT and ack);

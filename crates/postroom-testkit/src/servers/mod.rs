@@ -49,7 +49,7 @@ pub fn suffix() -> String {
 }
 
 /// How many times a hard-crash test kills its server and starts it again:
-/// `POSTROOM_HARD_CRASH_CYCLES`, 1 when unset (a longer run is reported in the README).
+/// `POSTROOM_HARD_CRASH_CYCLES`, 1 when unset (a longer run is reported in docs/testing.md).
 #[must_use]
 pub fn hard_crash_cycles() -> u32 {
     std::env::var("POSTROOM_HARD_CRASH_CYCLES")
