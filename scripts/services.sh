@@ -72,14 +72,14 @@ browser() {
 }
 
 # Command-line tools the checks use: promtool (Debian's prometheus package) checks the
-# Prometheus alert rules in ops/; node checks a README snippet.
+# Prometheus alert rules in ops/; node checks the Node outbox snippet of docs/other-languages.md.
 tools() {
   if ! command -v promtool >/dev/null 2>&1; then
     log "installing promtool (prometheus)"
     apt_install prometheus
   fi
   promtool --version 2>&1 | head -n1 >&2
-  # Node checks the syntax of the README's Node outbox snippet (postroom-cli's relay test).
+  # Node checks the syntax of the Node outbox snippet in docs/ (postroom-cli's relay test).
   command -v node >/dev/null 2>&1 || { log "installing Node.js"; apt_install nodejs; }
 }
 
