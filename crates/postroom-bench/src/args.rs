@@ -15,6 +15,9 @@ pub const SQS_MESSAGES: usize = 500;
 pub enum Scenario {
     /// Outbox in PostgreSQL to a RabbitMQ quorum queue with confirms, beside a raw lapin loop.
     Relay,
+    /// The relay scenario with messages built without an aggregate (each its own key,
+    /// unordered), to set beside `relay`'s figure.
+    RelayNoAggregate,
     /// RabbitMQ to handler to inbox + business update in PostgreSQL to ack, beside the same
     /// transaction run raw; and a batched mode beside the per-message mode.
     Consumer,
@@ -68,8 +71,9 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in run order.
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::Relay,
+        Scenario::RelayNoAggregate,
         Scenario::Consumer,
         Scenario::Embedded,
         Scenario::Latency,

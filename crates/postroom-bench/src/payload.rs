@@ -36,6 +36,19 @@ pub fn message_over(i: usize, bytes: usize, aggregates: usize) -> OutgoingMessag
     OutgoingMessage::from_envelope(&env, ROUTING_KEY)
 }
 
+/// Message `i` like [`message`], built without an aggregate: each is its own key, unordered.
+#[must_use]
+pub fn unordered_message(i: usize, bytes: usize) -> OutgoingMessage {
+    let build = |pad: &str| {
+        Envelope::builder(MESSAGE_TYPE, "bench")
+            .data(serde_json::json!({"sku": "A-1", "qty": 1, "i": i, "pad": pad}))
+            .build()
+    };
+    let bare = build("").to_bytes().len();
+    let env = build(&"x".repeat(bytes.saturating_sub(bare)));
+    OutgoingMessage::from_envelope(&env, ROUTING_KEY)
+}
+
 /// Messages `from..from + n`.
 #[must_use]
 pub fn messages(from: usize, n: usize, bytes: usize) -> Vec<OutgoingMessage> {

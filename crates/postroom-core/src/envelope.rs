@@ -80,6 +80,20 @@ impl Aggregate {
     pub fn key(&self) -> String {
         format!("{}:{}", self.kind, self.id)
     }
+
+    /// Whether this names no aggregate (type and id both empty, what
+    /// [`Envelope::builder`] starts with): the message is unordered.
+    #[must_use]
+    pub fn is_unset(&self) -> bool {
+        self.kind.is_empty() && self.id.is_empty()
+    }
+
+    /// The key this message is ordered under, or `None` for a message without an aggregate:
+    /// it is then its own key (its id) and waits behind no other message.
+    #[must_use]
+    pub fn ordering_key(&self) -> Option<String> {
+        (!self.is_unset()).then(|| self.key())
+    }
 }
 
 /// W3C trace context carried with the message.
@@ -123,7 +137,9 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// Start building an envelope with a fresh id and `occurred_at = now`.
+    /// Start building an envelope with a fresh id and `occurred_at = now`. Without
+    /// [`aggregate`](EnvelopeBuilder::aggregate) the message has none and is unordered (see
+    /// there).
     pub fn builder(
         message_type: impl Into<String>,
         producer: impl Into<String>,
@@ -210,7 +226,10 @@ crate::setters!(EnvelopeBuilder {
 });
 
 impl EnvelopeBuilder {
-    /// Set the aggregate.
+    /// Set the aggregate: messages of one aggregate are published and handled in the order
+    /// they were written. A message built without one is unordered: it is its own key (its
+    /// id), carries no `x-aggregate-key` header, and the relay publishes it without waiting
+    /// for any other message (messages of one shared key would go out one at a time).
     pub fn aggregate(
         mut self,
         kind: impl Into<String>,

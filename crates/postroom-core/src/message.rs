@@ -78,7 +78,10 @@ impl OutgoingMessage {
         let mut headers = Headers::new();
         headers.insert(headers::MESSAGE_TYPE.into(), envelope.message_type.clone());
         headers.insert(headers::PRODUCER.into(), envelope.producer.clone());
-        headers.insert(headers::AGGREGATE_KEY.into(), envelope.aggregate.key());
+        // A message without an aggregate carries no key: it is its own (its id), unordered.
+        if let Some(key) = envelope.aggregate.ordering_key() {
+            headers.insert(headers::AGGREGATE_KEY.into(), key);
+        }
         if let Some(c) = &envelope.correlation_id {
             headers.insert(headers::CORRELATION_ID.into(), c.clone());
         }
@@ -100,8 +103,9 @@ impl OutgoingMessage {
     }
 
     /// The key an outbox keeps this message's order under: its `x-aggregate-key` header
-    /// (what consumers order by, set by [`from_envelope`](Self::from_envelope)), else its id
-    /// (a message of its own, ordered after nothing). Every store reads it this way.
+    /// (what consumers order by, set by [`from_envelope`](Self::from_envelope) for a message
+    /// with an aggregate), else its id (a message of its own, ordered after nothing, as a
+    /// message without an aggregate is). Every store reads it this way.
     #[must_use]
     pub fn aggregate_key(&self) -> String {
         self.headers
@@ -129,5 +133,38 @@ pub fn truncate(text: &str, max_chars: usize) -> String {
         let mut s: String = text.chars().take(max_chars).collect();
         s.push('…');
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_with_an_aggregate_is_kept_in_order_under_its_key() {
+        let env = Envelope::builder("order.created", "t")
+            .aggregate("order", "o1", 1)
+            .build();
+        let m = OutgoingMessage::from_envelope(&env, "order.created");
+        assert_eq!(
+            m.headers.get(headers::AGGREGATE_KEY).map(String::as_str),
+            Some("order:o1")
+        );
+        assert_eq!(m.aggregate_key(), "order:o1");
+    }
+
+    /// Without an aggregate a message is its own key (its id): unordered, it waits behind no
+    /// other message, and no header claims an aggregate it does not have.
+    #[test]
+    fn a_message_without_an_aggregate_is_its_own_key() {
+        let one = Envelope::builder("note.added", "t").build();
+        let two = Envelope::builder("note.added", "t").build();
+        let (m1, m2) = (
+            OutgoingMessage::from_envelope(&one, "note.added"),
+            OutgoingMessage::from_envelope(&two, "note.added"),
+        );
+        assert_eq!(m1.headers.get(headers::AGGREGATE_KEY), None);
+        assert_eq!(m1.aggregate_key(), one.id.to_string());
+        assert_eq!(m2.aggregate_key(), two.id.to_string());
     }
 }

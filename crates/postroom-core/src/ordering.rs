@@ -46,17 +46,25 @@ impl VersionDecision {
     /// parked if the gap never fills.
     #[must_use]
     pub fn gap_error(&self, aggregate_key: &str) -> Option<HandlerError> {
-        match self {
+        match *self {
             VersionDecision::Gap {
                 missing_from,
                 missing_to,
-            } => Some(HandlerError::transient(
-                crate::outcome::codes::VERSION_GAP,
-                format!("{aggregate_key}: versions {missing_from}..={missing_to} not applied yet"),
-            )),
+            } => Some(gap_error(aggregate_key, missing_from, missing_to)),
             VersionDecision::Apply | VersionDecision::AlreadyApplied => None,
         }
     }
+}
+
+/// The handler error for versions `missing_from..=missing_to` of `aggregate_key` not
+/// applied yet: transient, with the code [`Code::VersionGap`](crate::outcome::codes::Code),
+/// which the circuit breaker does not count as a dependency failure.
+#[must_use]
+pub fn gap_error(aggregate_key: &str, missing_from: u64, missing_to: u64) -> HandlerError {
+    HandlerError::transient(
+        crate::outcome::codes::Code::VersionGap.as_str(),
+        format!("{aggregate_key}: versions {missing_from}..={missing_to} not applied yet"),
+    )
 }
 
 #[cfg(test)]

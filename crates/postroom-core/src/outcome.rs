@@ -29,17 +29,71 @@ pub struct HandlerError {
 }
 
 /// Error codes postroom itself gives, stored with parked messages and used in metrics.
+///
+/// Decisions are made on [`Code`], never by comparing text: the strings are how a code is
+/// stored and shown.
 pub mod codes {
     /// An aggregate version arrived ahead of the one expected (the version guard).
-    pub const VERSION_GAP: &str = "version_gap";
+    pub const VERSION_GAP: &str = Code::VersionGap.as_str();
     /// A copy was delivered the crash-loop bound's number of times without being settled.
-    pub const CRASH_LOOP: &str = "crash_loop";
+    pub const CRASH_LOOP: &str = Code::CrashLoop.as_str();
     /// The handler panicked.
-    pub const HANDLER_PANIC: &str = "handler_panic";
+    pub const HANDLER_PANIC: &str = Code::HandlerPanic.as_str();
     /// The handler did not return within its timeout.
-    pub const HANDLER_TIMEOUT: &str = "handler_timeout";
+    pub const HANDLER_TIMEOUT: &str = Code::HandlerTimeout.as_str();
     /// The payload did not fit the type the handler expects.
-    pub const MALFORMED_DATA: &str = "malformed_data";
+    pub const MALFORMED_DATA: &str = Code::MalformedData.as_str();
+
+    /// One of the codes postroom gives.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Code {
+        /// An aggregate version arrived ahead of the one expected: says nothing about a
+        /// dependency.
+        VersionGap,
+        /// A copy was delivered the crash-loop bound's number of times without being settled.
+        CrashLoop,
+        /// The handler panicked.
+        HandlerPanic,
+        /// The handler did not return within its timeout.
+        HandlerTimeout,
+        /// The payload did not fit the type the handler expects.
+        MalformedData,
+    }
+
+    impl Code {
+        /// Every code, for lookups.
+        pub const ALL: [Code; 5] = [
+            Code::VersionGap,
+            Code::CrashLoop,
+            Code::HandlerPanic,
+            Code::HandlerTimeout,
+            Code::MalformedData,
+        ];
+
+        /// How the code is stored and shown.
+        #[must_use]
+        pub const fn as_str(self) -> &'static str {
+            match self {
+                Code::VersionGap => "version_gap",
+                Code::CrashLoop => "crash_loop",
+                Code::HandlerPanic => "handler_panic",
+                Code::HandlerTimeout => "handler_timeout",
+                Code::MalformedData => "malformed_data",
+            }
+        }
+
+        /// The code stored as `text`, when it is one of postroom's.
+        #[must_use]
+        pub fn of(text: &str) -> Option<Code> {
+            Code::ALL.into_iter().find(|c| c.as_str() == text)
+        }
+    }
+
+    impl std::fmt::Display for Code {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.as_str())
+        }
+    }
 }
 
 impl HandlerError {
@@ -47,7 +101,13 @@ impl HandlerError {
     /// transient errors other than a version gap.
     #[must_use]
     pub fn is_dependency_failure(&self) -> bool {
-        self.class == ErrorClass::Transient && self.code != codes::VERSION_GAP
+        self.class == ErrorClass::Transient && self.postroom_code() != Some(codes::Code::VersionGap)
+    }
+
+    /// The code as one of postroom's, when it is one.
+    #[must_use]
+    pub fn postroom_code(&self) -> Option<codes::Code> {
+        codes::Code::of(&self.code)
     }
 
     /// A transient error: retry after the next ladder delay.
@@ -194,4 +254,12 @@ pub struct ParkReason {
     pub error_code: String,
     /// Text of the last error.
     pub error_message: String,
+}
+
+impl ParkReason {
+    /// The code as one of postroom's, when it is one.
+    #[must_use]
+    pub fn postroom_code(&self) -> Option<codes::Code> {
+        codes::Code::of(&self.error_code)
+    }
 }

@@ -14,8 +14,8 @@ use common::{
     TestNats, eventually, order, parked, parks_one_within, stream_messages, subscribe_to_orders,
 };
 use postroom_core::{
-    BoxSubscriber, Delivery, Envelope, ErrorClass, ParkingFilter, ParkingStore, Subscriber,
-    Transport,
+    BoxSubscriber, Consumer, Delivery, Envelope, ErrorClass, Ordering, ParkingFilter, ParkingStore,
+    Subscriber, Subscription, Transport,
 };
 use postroom_nats::naming;
 use postroom_testkit::StoreFixture;
@@ -85,6 +85,47 @@ async fn the_consumer_parks_a_crash_loop_on_the_last_delivery_the_server_makes()
     assert_eq!(p.consumer_version, "test-1");
     assert_eq!(p.message_type.as_deref(), Some("order.created"));
     assert_eq!(p.routing_key, "order.created");
+}
+
+/// A consumer built without its transport ([`Consumer::new`], configured to allow more
+/// deliveries than the server makes) and run with [`Consumer::run_on`] is bound by the
+/// server's `max_deliver` as one built for the transport: it parks the last delivery the
+/// server makes itself, with its diagnostics, and never hands it to the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_on_bounds_a_crash_loop_by_the_servers_max_deliver() {
+    let nats = TestNats::new().await;
+    let (transport, mut sub, env) = one_order(&nats, 3, "late", "crashy").await;
+    crash_on(&mut sub, 2).await;
+    drop(sub);
+    let probe = Probe::new(Mode::Ok);
+    let mut cfg = postroom_testkit::probe::config("late", policy("1s", 3), 1, Ordering::Unordered);
+    cfg.handler_timeout = Duration::from_secs(10);
+    cfg.max_deliveries = 10;
+    let consumer = Consumer::new(cfg, probe.clone());
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let on = transport.clone();
+    let running = tokio::spawn(async move {
+        let subscription = Subscription::new("late", &["order.created"]).prefetch(1);
+        consumer.run_on(on.as_ref(), &subscription, rx).await
+    });
+    let fixture = SqliteFixture::fresh().await;
+    let store: Arc<dyn ParkingStore> = fixture.parking();
+    let parked_it =
+        parks_one_within(transport.as_ref(), "late", &store, Duration::from_secs(10)).await;
+    stop.send(true).unwrap();
+    running
+        .await
+        .unwrap()
+        .expect("run_on accepted the consumer");
+    assert!(
+        probe.calls().is_empty(),
+        "the handler was given the last delivery the server makes: {:?}",
+        probe.calls()
+    );
+    assert!(parked_it, "parked by the consumer on delivery 3");
+    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
+    assert_eq!(p.message_id, env.id);
+    assert_eq!(p.error_code, "crash_loop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

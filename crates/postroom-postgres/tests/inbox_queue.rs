@@ -465,3 +465,93 @@ async fn a_dead_workers_row_is_taken_by_another_once_its_lease_expires() {
     let status: String = queue_row_column(&store, &msg, "status").await;
     assert_eq!(status, "done");
 }
+
+/// Fails on the dependency for aggregates named `down-…` (an outage), applies the others;
+/// remembers the aggregates it applied.
+#[derive(Default)]
+struct Outage {
+    applied: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Handler for Outage {
+    async fn handle(&self, m: &Incoming) -> Result<Handled, HandlerError> {
+        let agg = &m.envelope.aggregate.id;
+        if agg.starts_with("down-") {
+            return Err(HandlerError::transient(
+                "dependency_down",
+                "injected outage",
+            ));
+        }
+        self.applied.lock().unwrap().push(agg.clone());
+        Ok(Handled::Applied)
+    }
+}
+
+/// With the default circuit breaker: an outage opens it, and its trial claim holds only rows
+/// that end without handling (a second copy of a version already applied, an undecodable
+/// body, a message waiting behind a gap). Such a trial says nothing about the dependency, so
+/// it ends without a verdict and the next claim is a new trial: the queue goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trial_claim_of_rows_settled_without_handling_does_not_stop_the_queue() {
+    let (_db, store, iq) = setup("trial", |c| {
+        c.workers = 1;
+        c.batch = 3;
+        c.ordered = Some(OrderedMode {
+            gap_wait: Duration::from_secs(60),
+            recheck: Duration::from_millis(30),
+        });
+        // One failure parks: the outage's rows do not come back into the trial claim.
+        c.consumer.retry.max_retries = 0;
+        assert_eq!(
+            c.consumer.breaker,
+            postroom_core::BreakerConfig::default(),
+            "the default breaker"
+        );
+    })
+    .await;
+    iq.store(&received("a", 1)).await.unwrap();
+    let threshold = postroom_core::BreakerConfig::default().failure_threshold;
+    for n in 0..threshold {
+        iq.store(&received(&format!("down-{n}"), 1)).await.unwrap();
+    }
+    let h = Arc::new(Outage::default());
+    let (stop, rx) = watch::channel(false);
+    let workers = spawn_workers(&iq, h.clone(), rx);
+    let parking = store.parking();
+    let f = ParkingFilter {
+        consumer: Some("trial".into()),
+        ..ParkingFilter::default()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), async || {
+            parking.count(&f).await.unwrap() == u64::from(threshold)
+        })
+        .await,
+        "the outage's messages fail and park"
+    );
+    // The breaker is open now, for its cooldown; what its trial claim will hold:
+    iq.store(&received("a", 1)).await.unwrap();
+    let undecodable = ReceivedMessage::new(
+        Some(MessageId::new()),
+        "orders",
+        postroom_core::Headers::new(),
+        b"not an envelope".to_vec(),
+    );
+    iq.store(&undecodable).await.unwrap();
+    iq.store(&received("b", 3)).await.unwrap();
+    // And after it, a message the dependency handles.
+    iq.store(&received("c", 1)).await.unwrap();
+    let handled_c = eventually(Duration::from_secs(15), async || {
+        h.applied.lock().unwrap().iter().any(|a| a == "c")
+    })
+    .await;
+    let _ = stop.send(true);
+    workers.await.unwrap();
+    assert!(
+        handled_c,
+        "the queue stopped after a trial claim without a verdict; applied: {:?}",
+        h.applied.lock().unwrap()
+    );
+    assert_eq!(*h.applied.lock().unwrap(), vec!["a", "c"]);
+}

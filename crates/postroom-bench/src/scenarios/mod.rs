@@ -29,6 +29,7 @@ use crate::{BenchError, Ctx};
 pub async fn run(ctx: &Ctx, s: Scenario) -> Result<Vec<Measurement>, BenchError> {
     match s {
         Scenario::Relay => relay::run(ctx).await,
+        Scenario::RelayNoAggregate => relay::run_unordered(ctx).await,
         Scenario::Consumer => {
             let per_message = consumer::run(ctx).await?;
             let batched = consumer_batched::run(ctx, per_message.postroom).await?;

@@ -2,6 +2,7 @@
 //! queue through the confirming publisher, beside a raw lapin loop publishing the same
 //! payloads with pipelined confirms (the same window as the relay's batch). Target ≥ 90 %.
 //! The scenario itself is [`broker::relay`](super::broker::relay); here is RabbitMQ's part.
+//! `relay-no-aggregate` runs the same pair with messages built without an aggregate.
 
 use super::broker::Figure;
 use super::broker::relay::{RawRelay, RelayLoad};
@@ -22,6 +23,20 @@ pub async fn run(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
     };
     Ok(vec![
         super::broker::relay::run::<Workload>(ctx, figure).await?,
+    ])
+}
+
+/// The same pair with messages built without an aggregate (each its own key): one figure to
+/// set beside [`run`]'s, which spreads them over aggregates.
+pub async fn run_unordered(ctx: &Ctx) -> Result<Vec<Measurement>, BenchError> {
+    let figure = Figure {
+        name: "relay_pg_to_rabbitmq_no_aggregate",
+        group: "relay-no-aggregate",
+        baseline: "raw lapin loop, pipelined confirms, no database",
+        fresh_per_round: false,
+    };
+    Ok(vec![
+        super::broker::relay::run_unordered::<Workload>(ctx, figure).await?,
     ])
 }
 

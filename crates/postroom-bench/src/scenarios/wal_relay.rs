@@ -110,6 +110,7 @@ fn load_of(ctx: &Ctx, n: usize) -> RelayLoad {
         lanes: 1,
         bytes: a.payload_bytes,
         delete_published: false,
+        unordered: false,
     }
 }
 

@@ -12,17 +12,17 @@
 //! again, down to single messages, so one poison message or one transient failure does not
 //! retry or park its neighbours; every message keeps its own retry budget and diagnostics.
 
-use super::step::{Decision, Step};
+use super::breaker::Verdict;
+use super::step::{Decision, Screened, Step, guarded};
 use super::{ConsumerConfig, Ordering};
 use crate::envelope::Envelope;
 use crate::failpoint;
 use crate::handler::{BatchHandler, Incoming};
 use crate::metrics as m;
-use crate::outcome::{Disposition, Handled, HandlerError, codes};
+use crate::outcome::{Disposition, Handled, HandlerError};
 use crate::stats::ConsumerStats;
 use crate::transport::{Delivery, ReceivedMessage, Subscriber};
 use futures::FutureExt;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -79,21 +79,14 @@ impl<B: BatchHandler + ?Sized> BatchConsumer<B> {
         handler: Arc<B>,
         capabilities: &crate::transport::Capabilities,
     ) -> crate::Result<Self> {
-        if config.concurrency == 0 || batch.max_size == 0 {
-            return Err(crate::Error::new(
+        let step = Step::new(config, handler).bound_to(capabilities)?;
+        if batch.max_size == 0 {
+            return Err(step.refusal(
                 crate::ErrorKind::Config,
-                "concurrency and batch size must be at least 1",
+                "the batch size must be at least 1",
             ));
         }
-        capabilities.check_consumer(
-            &config.retry.ladder,
-            config.handler_timeout,
-            config.max_deliveries,
-        )?;
-        let bound = capabilities.crash_loop_bound(config.max_deliveries);
-        let mut c = Self::new(config, batch, handler);
-        c.step.crash_loop_bound = bound;
-        Ok(c)
+        Ok(Self { step, batch })
     }
 
     /// Counters of what this consumer did.
@@ -226,34 +219,23 @@ impl<B: BatchHandler + ?Sized> Lane<B> {
     /// together and the retry and park publishes share their confirm waits.
     async fn process<D: Delivery>(&self, batch: Vec<Pulled<D>>) {
         let mut settled: Vec<(Pulled<D>, Decision)> = Vec::with_capacity(batch.len());
-        let mut ready: Vec<(Pulled<D>, Envelope)> = Vec::with_capacity(batch.len());
+        let mut ready: Vec<(Pulled<D>, Envelope, Verdict)> = Vec::with_capacity(batch.len());
         for p in batch {
-            if let Some(reason) = self.step.crash_loop(&p.msg) {
-                self.step.breaker.record_neutral();
-                let envelope = self.step.decode(&p.msg).ok();
-                let decision = Decision {
-                    disposition: Disposition::Park(reason),
-                    envelope,
-                };
-                settled.push((p, decision));
-                continue;
-            }
-            match self.step.decode(&p.msg) {
-                Ok(e) => ready.push((p, e)),
-                Err(reason) => {
-                    self.step.breaker.record_neutral();
+            match self.step.screen(&p.msg) {
+                Screened::Park { reason, envelope } => {
                     let decision = Decision {
                         disposition: Disposition::Park(reason),
-                        envelope: None,
+                        envelope,
                     };
                     settled.push((p, decision));
                 }
+                Screened::Handle { envelope, verdict } => ready.push((p, envelope, verdict)),
             }
         }
         if !ready.is_empty() {
             let incoming: Vec<Incoming> = ready
                 .iter()
-                .map(|(p, e)| Incoming {
+                .map(|(p, e, _)| Incoming {
                     envelope: e.clone(),
                     attempt: p.msg.attempt(),
                     redelivered: p.msg.redelivered,
@@ -266,9 +248,9 @@ impl<B: BatchHandler + ?Sized> Lane<B> {
             if committed {
                 failpoint::hit(failpoint::BATCH_AFTER_COMMIT, &self.step.config.name).await;
             }
-            for ((p, envelope), result) in ready.into_iter().zip(results) {
+            for ((p, envelope, verdict), result) in ready.into_iter().zip(results) {
                 let attempt = p.msg.attempt();
-                let disposition = self.step.classify(result, attempt, &envelope);
+                let disposition = self.step.classify(result, attempt, &envelope, verdict);
                 let decision = Decision {
                     disposition,
                     envelope: Some(envelope),
@@ -334,21 +316,7 @@ impl<B: BatchHandler + ?Sized> Lane<B> {
     ) -> Result<Vec<Result<Handled, HandlerError>>, HandlerError> {
         let cfg = &self.step.config;
         let started = std::time::Instant::now();
-        let call = AssertUnwindSafe(self.step.handler.handle_batch(batch)).catch_unwind();
-        let r = match tokio::time::timeout(cfg.handler_timeout, call).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_panic)) => {
-                metrics::counter!(m::HANDLER_PANICS, "consumer" => cfg.name.clone()).increment(1);
-                Err(HandlerError::unknown(
-                    codes::HANDLER_PANIC,
-                    "batch handler panicked",
-                ))
-            }
-            Err(_) => Err(HandlerError::transient(
-                codes::HANDLER_TIMEOUT,
-                format!("batch handler took over {:?}", cfg.handler_timeout),
-            )),
-        };
+        let r = guarded(cfg, "batch handler", self.step.handler.handle_batch(batch)).await;
         metrics::histogram!(m::BATCH_SECONDS, "consumer" => cfg.name.clone())
             .record(started.elapsed().as_secs_f64());
         metrics::histogram!(m::BATCH_SIZE, "consumer" => cfg.name.clone())

@@ -9,8 +9,13 @@
 //! (a permanent error, an undecodable body, a version gap, a handler panic) ends the trial
 //! without a verdict, so the next pull is a new trial. No sequence of events leaves it
 //! waiting forever.
+//!
+//! Every pulled message owes the breaker one [`Verdict`]: success, failure, or — when it
+//! is dropped without one, as it is by a message parked before handling, skipped as already
+//! applied, deferred behind a gap or lost to an early return — neutral. So no loop can end
+//! a trial without telling the breaker.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Breaker settings.
@@ -168,6 +173,51 @@ impl CircuitBreaker {
     #[must_use]
     pub fn is_open(&self) -> bool {
         !matches!(*self.lock(), BreakerState::Closed(_))
+    }
+}
+
+/// The outcome one pulled message owes its breaker: given once, by
+/// [`success`](Verdict::success) or [`failure`](Verdict::failure); dropped without one, it
+/// records a neutral outcome (the message said nothing about the dependency), so a trial
+/// always ends.
+#[must_use = "a verdict dropped at once records a neutral outcome"]
+#[derive(Debug)]
+pub struct Verdict {
+    breaker: Arc<CircuitBreaker>,
+    given: bool,
+}
+
+impl Verdict {
+    /// The verdict owed to `breaker` for a message just pulled.
+    pub fn owed_to(breaker: Arc<CircuitBreaker>) -> Self {
+        Self {
+            breaker,
+            given: false,
+        }
+    }
+
+    /// The message succeeded: the dependency works.
+    pub fn success(mut self) {
+        self.given = true;
+        self.breaker.record_success();
+    }
+
+    /// The dependency failed. Returns true if this opened the breaker.
+    pub fn failure(mut self) -> bool {
+        self.given = true;
+        self.breaker.record_failure()
+    }
+
+    /// The message ended in a way that says nothing about the dependency (what dropping
+    /// the verdict does; this names it where a reader should see it).
+    pub fn neutral(self) {}
+}
+
+impl Drop for Verdict {
+    fn drop(&mut self) {
+        if !self.given {
+            self.breaker.record_neutral();
+        }
     }
 }
 

@@ -19,7 +19,7 @@ pub mod step;
 pub use batch::{BatchConfig, BatchConsumer};
 pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use record::parked_record;
-pub use step::{Decision, Step};
+pub use step::{Decision, Screened, Step};
 
 use crate::decode::EnvelopeDecoder;
 use crate::error::Result;
@@ -110,34 +110,15 @@ impl<H: Handler + ?Sized> Consumer<H> {
 
     /// A consumer checked against what its transport can do: the retry ladder must be one the
     /// transport keeps, a fixed lease must outlast the handler timeout, and crash loops are
-    /// bounded by the lower of the configured and the transport's delivery limits. A failed
-    /// check is a clear configuration error now, not a surprise at the first retry.
+    /// bounded by the lower of the configured and the transport's delivery limits
+    /// ([`Step::bound_to`]). A failed check is a clear configuration error now, naming the
+    /// consumer, not a surprise at the first retry.
     pub fn for_transport(
         config: ConsumerConfig,
         handler: Arc<H>,
         capabilities: &Capabilities,
     ) -> Result<Self> {
-        if config.concurrency == 0 {
-            return Err(crate::Error::new(
-                crate::ErrorKind::Config,
-                "consumer concurrency must be at least 1",
-            ));
-        }
-        capabilities
-            .check_consumer(
-                &config.retry.ladder,
-                config.handler_timeout,
-                config.max_deliveries,
-            )
-            .map_err(|e| {
-                crate::Error::new(
-                    e.kind(),
-                    format!("consumer {:?}: {}", config.name, e.message()),
-                )
-            })?;
-        let bound = capabilities.crash_loop_bound(config.max_deliveries);
-        let mut step = Step::new(config, handler);
-        step.crash_loop_bound = bound;
+        let step = Step::new(config, handler).bound_to(capabilities)?;
         Ok(Self { step })
     }
 
@@ -153,108 +134,113 @@ impl<H: Handler + ?Sized> Consumer<H> {
         &self.step
     }
 
-    /// Subscribe to `transport` and run until `shutdown` turns true. Fails at once when the
-    /// transport cannot keep this consumer's settings (see [`Consumer::for_transport`]; a
-    /// consumer built with [`Consumer::new`] is checked here) or refuses the subscription.
+    /// Subscribe to `transport` and run until `shutdown` turns true, bound to what the
+    /// transport can do as [`Consumer::for_transport`] binds it (a consumer built with
+    /// [`Consumer::new`] is checked, and its crash-loop bound lowered to the transport's
+    /// delivery limit, here). Fails at once when the transport cannot keep this consumer's
+    /// settings or refuses the subscription.
     pub async fn run_on(
         &self,
         transport: &dyn Transport,
         subscription: &Subscription,
         shutdown: watch::Receiver<bool>,
     ) -> Result<()> {
-        let cfg = &self.step.config;
-        transport
-            .capabilities()
-            .check_consumer(&cfg.retry.ladder, cfg.handler_timeout, cfg.max_deliveries)
-            .map_err(|e| {
-                crate::Error::new(
-                    e.kind(),
-                    format!("consumer {:?}: {}", cfg.name, e.message()),
-                )
-            })?;
+        let step = self.step.clone().bound_to(&transport.capabilities())?;
         subscription.validate()?;
         let sub = transport.subscribe(subscription).await?;
-        self.run(sub, shutdown).await;
+        run_step(&step, sub, shutdown).await;
         Ok(())
     }
 
     /// Pull and handle until `shutdown` turns true; then stop pulling and let in-flight
     /// deliveries finish (graceful shutdown). Transport errors are retried with a bounded,
     /// jittered backoff.
-    pub async fn run<S: Subscriber>(&self, mut subscriber: S, mut shutdown: watch::Receiver<bool>) {
-        let cfg = self.step.config.clone();
-        let handling = Arc::new(Semaphore::new(cfg.concurrency));
-        // Per-key mode holds deliveries that wait for their key: bounded too.
-        let held_limit = match cfg.ordering {
-            Ordering::Unordered => cfg.concurrency,
-            Ordering::PerKey => cfg.concurrency.saturating_mul(4),
-        };
-        let held = Arc::new(Semaphore::new(held_limit));
-        let keys = keyed::KeyedQueues::default();
-        let mut backoff =
-            crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
-        let name = cfg.name.clone();
-        let breaker = self.step.breaker.clone();
-        loop {
-            // A dropped sender counts as a shutdown, so a lost handle never spins this loop.
-            if *shutdown.borrow() || shutdown.has_changed().is_err() {
-                break;
-            }
-            metrics::gauge!(m::BREAKER_OPEN, "consumer" => name.clone())
-                .set(if breaker.is_open() { 1.0 } else { 0.0 });
-            if let Admission::Wait(pause) = breaker.admit() {
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = shutdown.changed() => {}
-                }
-                continue;
-            }
-            let slot = tokio::select! {
-                p = held.clone().acquire_owned() => p.expect("semaphore is never closed"),
-                _ = shutdown.changed() => continue,
-            };
-            // Never cancelled: a receive may be inside a store transaction (a lease being
-            // taken), and dropping it halfway could leave that transaction open. It returns
-            // within its short wait, so shutdown is still prompt.
-            let next = subscriber.next(Duration::from_millis(500)).await;
-            breaker.pulled(matches!(next, Ok(Some(_))));
-            match next {
-                Ok(Some(delivery)) => {
-                    backoff.reset();
-                    let key = match cfg.ordering {
-                        Ordering::PerKey => delivery.message().ordering_key().map(str::to_string),
-                        Ordering::Unordered => None,
-                    };
-                    let job = keyed::Job {
-                        delivery,
-                        slot,
-                        handling: handling.clone(),
-                        step: self.step.clone(),
-                    };
-                    match key {
-                        Some(key) => keys.dispatch(key, job),
-                        None => {
-                            tokio::spawn(job.run());
-                        }
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let d = backoff.next_delay();
-                    tracing::warn!(consumer = %name, error = %e, retry_in_ms = d.as_millis() as u64, "receive failed");
-                    tokio::time::sleep(d).await;
-                }
-            }
-        }
-        // Graceful shutdown: wait for every held and in-flight delivery to settle.
-        let _all = held.acquire_many(held_limit as u32).await;
-        subscriber.close().await;
+    pub async fn run<S: Subscriber>(&self, subscriber: S, shutdown: watch::Receiver<bool>) {
+        run_step(&self.step, subscriber, shutdown).await;
     }
 
     /// Handle and settle one delivery (what `run` does per delivery).
     pub async fn process<D: Delivery>(&self, delivery: D) {
         self.step.process(delivery).await;
     }
+}
+
+/// The consumer loop of `step` on `subscriber` until `shutdown` turns true.
+async fn run_step<H: Handler + ?Sized, S: Subscriber>(
+    step: &Step<H>,
+    mut subscriber: S,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let cfg = step.config.clone();
+    let handling = Arc::new(Semaphore::new(cfg.concurrency));
+    // Per-key mode holds deliveries that wait for their key: bounded too.
+    let held_limit = match cfg.ordering {
+        Ordering::Unordered => cfg.concurrency,
+        Ordering::PerKey => cfg.concurrency.saturating_mul(4),
+    };
+    let held = Arc::new(Semaphore::new(held_limit));
+    let keys = keyed::KeyedQueues::default();
+    let mut backoff =
+        crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+    let name = cfg.name.clone();
+    let breaker = step.breaker.clone();
+    loop {
+        // A dropped sender counts as a shutdown, so a lost handle never spins this loop.
+        if *shutdown.borrow() || shutdown.has_changed().is_err() {
+            break;
+        }
+        metrics::gauge!(m::BREAKER_OPEN, "consumer" => name.clone()).set(if breaker.is_open() {
+            1.0
+        } else {
+            0.0
+        });
+        if let Admission::Wait(pause) = breaker.admit() {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        let slot = tokio::select! {
+            p = held.clone().acquire_owned() => p.expect("semaphore is never closed"),
+            _ = shutdown.changed() => continue,
+        };
+        // Never cancelled: a receive may be inside a store transaction (a lease being
+        // taken), and dropping it halfway could leave that transaction open. It returns
+        // within its short wait, so shutdown is still prompt.
+        let next = subscriber.next(Duration::from_millis(500)).await;
+        breaker.pulled(matches!(next, Ok(Some(_))));
+        match next {
+            Ok(Some(delivery)) => {
+                backoff.reset();
+                let key = match cfg.ordering {
+                    Ordering::PerKey => delivery.message().ordering_key().map(str::to_string),
+                    Ordering::Unordered => None,
+                };
+                let job = keyed::Job {
+                    delivery,
+                    slot,
+                    handling: handling.clone(),
+                    step: step.clone(),
+                };
+                match key {
+                    Some(key) => keys.dispatch(key, job),
+                    None => {
+                        tokio::spawn(job.run());
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let d = backoff.next_delay();
+                tracing::warn!(consumer = %name, error = %e, retry_in_ms = d.as_millis() as u64, "receive failed");
+                tokio::time::sleep(d).await;
+            }
+        }
+    }
+    // Graceful shutdown: wait for every held and in-flight delivery to settle.
+    let _all = held.acquire_many(held_limit as u32).await;
+    subscriber.close().await;
 }
 
 #[cfg(test)]

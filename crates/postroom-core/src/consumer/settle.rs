@@ -8,7 +8,8 @@ use crate::error::{Error, ErrorKind};
 use crate::failpoint;
 use crate::handler::Handler;
 use crate::metrics as m;
-use crate::outcome::{Disposition, codes};
+use crate::outcome::Disposition;
+use crate::outcome::codes::Code;
 use crate::transport::{Delivery, ReceivedMessage};
 use std::time::Duration;
 
@@ -45,7 +46,7 @@ impl<H: ?Sized> Step<H> {
                 let record = parked_record(&self.config, msg, decision.envelope.as_ref(), &reason);
                 match delivery.park(&record).await {
                     Ok(()) => {
-                        if reason.error_code == codes::CRASH_LOOP {
+                        if reason.postroom_code() == Some(Code::CrashLoop) {
                             metrics::counter!(m::CRASH_LOOPS, "consumer" => name.clone())
                                 .increment(1);
                         }

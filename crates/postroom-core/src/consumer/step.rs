@@ -1,18 +1,21 @@
-//! The decision for one message, shared by the consumer loop and the inbox-queue workers:
-//! bound crash loops, decode (a failure parks at once), call the handler under its timeout
-//! (a panic is an unknown error), tell the circuit breaker what the outcome says about the
-//! dependency, and map the result to a [`Disposition`] through the retry policy.
+//! The decision for one message, shared by the consumer loop, the batch lanes and the
+//! inbox-queue workers: screen it ([`Step::screen`]: bound crash loops, decode — either
+//! failure parks at once), call the handler under its timeout (a panic is an unknown error),
+//! give the circuit breaker the message's [`Verdict`], and map the result to a
+//! [`Disposition`] through the retry policy. What a step may do is bound to its transport's
+//! capabilities once ([`Step::bound_to`]).
 
 use super::ConsumerConfig;
-use super::breaker::CircuitBreaker;
+use super::breaker::{CircuitBreaker, Verdict};
 use crate::envelope::Envelope;
 use crate::error::ErrorClass;
 use crate::handler::{Handler, Incoming};
 use crate::metrics as m;
-use crate::outcome::{Disposition, Handled, HandlerError, ParkReason, codes};
+use crate::outcome::codes::Code;
+use crate::outcome::{Disposition, Handled, HandlerError, ParkReason};
 use crate::retry::Attempt;
 use crate::stats::ConsumerStats;
-use crate::transport::ReceivedMessage;
+use crate::transport::{Capabilities, ReceivedMessage};
 use chrono::Utc;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -26,6 +29,26 @@ pub struct Decision {
     pub disposition: Disposition,
     /// The envelope, when the body could be decoded.
     pub envelope: Option<Envelope>,
+}
+
+/// What screening found for one message.
+#[derive(Debug)]
+pub enum Screened {
+    /// Park it without handling (a crash loop, an undecodable body). Its breaker verdict was
+    /// neutral.
+    Park {
+        /// Why.
+        reason: ParkReason,
+        /// The envelope, when the body could be decoded.
+        envelope: Option<Envelope>,
+    },
+    /// Handle it; `verdict` is owed once the outcome is known (dropping it is neutral).
+    Handle {
+        /// The decoded envelope.
+        envelope: Envelope,
+        /// What the message owes the circuit breaker.
+        verdict: Verdict,
+    },
 }
 
 /// Decides what happens to messages of one consumer.
@@ -60,7 +83,7 @@ impl<H: ?Sized> Step<H> {
             tracing::error!(consumer = %self.config.name, deliveries = n, "ALERT: message delivered {n} times without being settled: parking it (it kills or hangs its consumer)");
             ParkReason {
                 error_class: ErrorClass::Unknown,
-                error_code: codes::CRASH_LOOP.into(),
+                error_code: Code::CrashLoop.as_str().into(),
                 error_message: format!(
                     "delivered {n} times without being settled (the consumer died or hung while handling it); the bound is {}",
                     self.crash_loop_bound
@@ -81,17 +104,43 @@ impl<H: ?Sized> Step<H> {
         })
     }
 
-    /// Map a handler result to a disposition, and tell the breaker and the counters.
+    /// The first part of the decision, before any handler runs: a copy at the crash-loop
+    /// bound or an undecodable body is to be parked (its breaker verdict neutral); any other
+    /// message is to be handled, with the verdict it owes the breaker.
+    pub fn screen(&self, msg: &ReceivedMessage) -> Screened {
+        let verdict = Verdict::owed_to(self.breaker.clone());
+        if let Some(reason) = self.crash_loop(msg) {
+            verdict.neutral();
+            return Screened::Park {
+                reason,
+                envelope: self.config.decoder.decode_message(msg).ok(),
+            };
+        }
+        match self.decode(msg) {
+            Ok(envelope) => Screened::Handle { envelope, verdict },
+            Err(reason) => {
+                verdict.neutral();
+                Screened::Park {
+                    reason,
+                    envelope: None,
+                }
+            }
+        }
+    }
+
+    /// Map a handler result to a disposition, and give the breaker its verdict and the
+    /// counters their figures.
     pub fn classify(
         &self,
         result: Result<Handled, HandlerError>,
         attempt: u32,
         envelope: &Envelope,
+        verdict: Verdict,
     ) -> Disposition {
         let cfg = &self.config;
         match result {
             Ok(handled) => {
-                self.breaker.record_success();
+                verdict.success();
                 let label = match &handled {
                     Handled::Applied => "applied",
                     Handled::Duplicate => "duplicate",
@@ -107,11 +156,11 @@ impl<H: ?Sized> Step<H> {
             Err(err) => {
                 metrics::counter!(m::HANDLER_ERRORS, "consumer" => cfg.name.clone(), "class" => err.class.as_str()).increment(1);
                 if err.is_dependency_failure() {
-                    if self.breaker.record_failure() {
+                    if verdict.failure() {
                         tracing::warn!(consumer = %cfg.name, "circuit breaker opened: pausing consumption");
                     }
                 } else {
-                    self.breaker.record_neutral();
+                    verdict.neutral();
                 }
                 let a = Attempt {
                     attempt,
@@ -142,6 +191,34 @@ impl<H: ?Sized> Step<H> {
         }
     }
 
+    /// This step bound to what its transport can do, in the one place that does it: the
+    /// transport must keep the retry ladder, a fixed lease must outlast the handler timeout,
+    /// and crash loops are bounded by the lower of the step's bound and the transport's own
+    /// delivery limit (so the consumer parks the last delivery the transport makes, with its
+    /// diagnostics). A refusal names the consumer.
+    pub fn bound_to(mut self, capabilities: &Capabilities) -> crate::Result<Self> {
+        let cfg = &self.config;
+        if cfg.concurrency == 0 {
+            return Err(self.refusal(crate::ErrorKind::Config, "concurrency must be at least 1"));
+        }
+        capabilities
+            .check_consumer(&cfg.retry.ladder, cfg.handler_timeout, cfg.max_deliveries)
+            .map_err(|e| self.refusal(e.kind(), e.message()))?;
+        self.crash_loop_bound = capabilities.crash_loop_bound(self.crash_loop_bound);
+        Ok(self)
+    }
+
+    /// A refusal of this consumer's settings, naming it.
+    pub(crate) fn refusal(&self, kind: crate::ErrorKind, why: &str) -> crate::Error {
+        crate::Error::new(kind, format!("consumer {:?}: {why}", self.config.name))
+    }
+
+    /// From this delivery number a copy is parked without handling.
+    #[must_use]
+    pub fn crash_loop_bound(&self) -> u32 {
+        self.crash_loop_bound
+    }
+
     /// The consumer's settings.
     #[must_use]
     pub fn config(&self) -> &ConsumerConfig {
@@ -162,39 +239,31 @@ impl<H: ?Sized> Step<H> {
 }
 
 impl<H: Handler + ?Sized> Step<H> {
-    /// Decode, bound the crash loop, handle and decide.
+    /// Screen, handle and decide.
     pub async fn decide(&self, msg: &ReceivedMessage) -> Decision {
-        if let Some(reason) = self.crash_loop(msg) {
-            self.breaker.record_neutral();
-            return Decision {
+        match self.screen(msg) {
+            Screened::Park { reason, envelope } => Decision {
                 disposition: Disposition::Park(reason),
-                envelope: self.config.decoder.decode_message(msg).ok(),
-            };
-        }
-        let envelope = match self.decode(msg) {
-            Ok(e) => e,
-            Err(reason) => {
-                self.breaker.record_neutral();
-                return Decision {
-                    disposition: Disposition::Park(reason),
-                    envelope: None,
-                };
+                envelope,
+            },
+            Screened::Handle { envelope, verdict } => {
+                let disposition = self.handle(msg, &envelope, msg.attempt(), verdict).await;
+                Decision {
+                    disposition,
+                    envelope: Some(envelope),
+                }
             }
-        };
-        let disposition = self.handle(msg, &envelope, msg.attempt()).await;
-        Decision {
-            disposition,
-            envelope: Some(envelope),
         }
     }
 
     /// Run the handler on a decoded message that has been retried `attempt` times, and
-    /// decide.
+    /// decide; `verdict` is given by the outcome.
     pub async fn handle(
         &self,
         msg: &ReceivedMessage,
         envelope: &Envelope,
         attempt: u32,
+        verdict: Verdict,
     ) -> Disposition {
         let cfg = &self.config;
         let incoming = Incoming {
@@ -205,26 +274,36 @@ impl<H: Handler + ?Sized> Step<H> {
             headers: msg.headers.clone(),
         };
         let started = Instant::now();
-        let call = AssertUnwindSafe(self.handler.handle(&incoming)).catch_unwind();
-        let result = match tokio::time::timeout(cfg.handler_timeout, call).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(panic)) => {
-                let text = panic_text(panic.as_ref());
-                metrics::counter!(m::HANDLER_PANICS, "consumer" => cfg.name.clone()).increment(1);
-                tracing::error!(consumer = %cfg.name, panic = %text, "handler panicked: counted as an unknown error");
-                Err(HandlerError::unknown(
-                    codes::HANDLER_PANIC,
-                    format!("handler panicked: {text}"),
-                ))
-            }
-            Err(_) => Err(HandlerError::transient(
-                codes::HANDLER_TIMEOUT,
-                format!("handler took over {:?}", cfg.handler_timeout),
-            )),
-        };
+        let result = guarded(cfg, "handler", self.handler.handle(&incoming)).await;
         metrics::histogram!(m::HANDLING_SECONDS, "consumer" => cfg.name.clone())
             .record(started.elapsed().as_secs_f64());
-        self.classify(result, attempt, envelope)
+        self.classify(result, attempt, envelope, verdict)
+    }
+}
+
+/// Run one handler call (`what`: "handler", "batch handler") under the consumer's timeout:
+/// one that takes longer is a transient error, a panic an unknown error that keeps the panic's
+/// text. The one guard every loop calls its handler through.
+pub(crate) async fn guarded<T>(
+    cfg: &ConsumerConfig,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, HandlerError>>,
+) -> Result<T, HandlerError> {
+    match tokio::time::timeout(cfg.handler_timeout, AssertUnwindSafe(call).catch_unwind()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(panic)) => {
+            let text = panic_text(panic.as_ref());
+            metrics::counter!(m::HANDLER_PANICS, "consumer" => cfg.name.clone()).increment(1);
+            tracing::error!(consumer = %cfg.name, panic = %text, "{what} panicked: counted as an unknown error");
+            Err(HandlerError::unknown(
+                Code::HandlerPanic.as_str(),
+                format!("{what} panicked: {text}"),
+            ))
+        }
+        Err(_) => Err(HandlerError::transient(
+            Code::HandlerTimeout.as_str(),
+            format!("{what} took over {:?}", cfg.handler_timeout),
+        )),
     }
 }
 

@@ -293,3 +293,158 @@ fn a_transport_that_cannot_keep_the_ladder_is_refused_at_construction() {
         "{text}"
     );
 }
+
+/// Capabilities of a transport that keeps any delay and dead-letters a copy by itself after
+/// `native_limit` deliveries.
+fn limited_to(native_limit: u32) -> Capabilities {
+    use crate::transport::{DelayCapability, KeyOrdering, RedeliveryCounting};
+    Capabilities {
+        delay: DelayCapability::UpTo(Duration::from_secs(3600)),
+        redelivery: RedeliveryCounting {
+            counted: true,
+            native_limit: Some(native_limit),
+        },
+        ownership: None,
+        ordering: KeyOrdering::None,
+        max_message_bytes: 1 << 20,
+    }
+}
+
+struct Applies;
+#[async_trait]
+impl Handler for Applies {
+    async fn handle(&self, _: &Incoming) -> std::result::Result<Handled, HandlerError> {
+        Ok(Handled::Applied)
+    }
+}
+#[async_trait]
+impl crate::handler::BatchHandler for Applies {
+    async fn handle_batch(
+        &self,
+        batch: &[Incoming],
+    ) -> std::result::Result<Vec<std::result::Result<Handled, HandlerError>>, HandlerError> {
+        Ok(batch.iter().map(|_| Ok(Handled::Applied)).collect())
+    }
+}
+
+/// Binding a step to its transport is the one place the crash-loop bound is lowered to the
+/// transport's own limit; binding again never raises it.
+#[test]
+fn binding_to_a_transport_lowers_the_crash_loop_bound_to_its_limit() {
+    let mut cfg = ConsumerConfig::new("c", decoder());
+    cfg.max_deliveries = 10;
+    let step = Step::new(cfg, Arc::new(Applies));
+    assert_eq!(step.crash_loop_bound(), 10);
+    let bound = step.bound_to(&limited_to(3)).unwrap();
+    assert_eq!(bound.crash_loop_bound(), 3);
+    assert_eq!(
+        bound.bound_to(&limited_to(7)).unwrap().crash_loop_bound(),
+        3
+    );
+}
+
+/// A batched consumer its transport refuses is named in the refusal, as a per-message one is.
+#[test]
+fn a_refused_batched_consumer_is_named() {
+    let caps = Capabilities {
+        delay: crate::transport::DelayCapability::Stages("1s".parse().unwrap()),
+        ..limited_to(9)
+    };
+    let err = match BatchConsumer::for_transport(
+        ConsumerConfig::new("ledger", decoder()),
+        BatchConfig::default(),
+        Arc::new(Applies),
+        &caps,
+    ) {
+        Ok(_) => panic!("a ladder the transport lacks was accepted"),
+        Err(e) => e,
+    };
+    let text = err.to_string();
+    assert!(text.contains("\"ledger\"") && text.contains("1s"), "{text}");
+}
+
+mod trial {
+    //! Whatever a trial message turns out to be, deciding it ends the trial: the breaker is
+    //! never left waiting for a verdict that no path gives.
+    use super::*;
+    use crate::consumer::breaker::{Admission, BreakerState};
+    use proptest::prelude::*;
+    use std::time::Instant;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        Applied,
+        Undecodable,
+        CrashLooped,
+        Transient,
+        Permanent,
+        Gap,
+        Panics,
+    }
+
+    struct ByKind;
+    #[async_trait]
+    impl Handler for ByKind {
+        async fn handle(&self, m: &Incoming) -> std::result::Result<Handled, HandlerError> {
+            match m.envelope.aggregate.id.as_str() {
+                "transient" => Err(HandlerError::transient("db_down", "down")),
+                "permanent" => Err(HandlerError::permanent("bad", "bad")),
+                "gap" => Err(crate::ordering::gap_error("k:gap", 1, 1)),
+                "panics" => panic!("boom"),
+                _ => Ok(Handled::Applied),
+            }
+        }
+    }
+
+    fn message(kind: Kind) -> ReceivedMessage {
+        let named = |id: &str| envelope_message(id, 1);
+        match kind {
+            Kind::Applied => named("ok"),
+            Kind::Undecodable => {
+                ReceivedMessage::new(None, "t", crate::Headers::new(), b"{".to_vec())
+            }
+            Kind::CrashLooped => named("ok").deliveries(3),
+            Kind::Transient => named("transient"),
+            Kind::Permanent => named("permanent"),
+            Kind::Gap => named("gap"),
+            Kind::Panics => named("panics"),
+        }
+    }
+
+    fn kind() -> impl Strategy<Value = Kind> {
+        prop_oneof![
+            Just(Kind::Applied),
+            Just(Kind::Undecodable),
+            Just(Kind::CrashLooped),
+            Just(Kind::Transient),
+            Just(Kind::Permanent),
+            Just(Kind::Gap),
+            Just(Kind::Panics),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn every_trial_ends_with_a_verdict_or_neutral(kinds in proptest::collection::vec(kind(), 1..8)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let mut cfg = ConsumerConfig::new("c", decoder());
+            cfg.max_deliveries = 3;
+            cfg.breaker.failure_threshold = 1;
+            let step = Step::new(cfg, Arc::new(ByKind));
+            for k in kinds {
+                let b = step.breaker();
+                b.record_failure();
+                let later = Instant::now() + Duration::from_secs(3600);
+                prop_assert_eq!(b.admit_at(later), Admission::Pull);
+                b.pulled_at(true, later);
+                prop_assert_eq!(b.state(), BreakerState::HalfOpen(true));
+                // What the per-message loop runs; the batch lanes and the inbox-queue
+                // workers run the same screening and classification.
+                let msg = message(k);
+                rt.block_on(step.decide(&msg));
+                prop_assert_ne!(b.state(), BreakerState::HalfOpen(true), "{:?} left the trial in flight", k);
+            }
+        }
+    }
+}

@@ -130,7 +130,8 @@ impl InboxQueue {
     /// Store `msg`; `true` when it is new (or was parked and comes back by a redrive: its
     /// `x-redrive-count` is higher than the parked copy's), `false` for a duplicate. A
     /// duplicate delivery never brings a parked row back: only an operator's redrive does. In ordered mode the key and sequence are the envelope's aggregate key
-    /// and version; an undecodable body is stored without them (and parked by a worker).
+    /// and version; a message without an aggregate is stored without them (unordered), and
+    /// so is an undecodable body (parked by a worker).
     pub async fn store(&self, msg: &ReceivedMessage) -> Result<bool> {
         let envelope: Option<Envelope> = serde_json::from_slice(&msg.body).ok();
         let id = msg
@@ -138,8 +139,8 @@ impl InboxQueue {
             .or(envelope.as_ref().map(|e| e.id))
             .unwrap_or_default();
         let (key, seq) = match (&self.config.ordered, &envelope) {
-            (Some(_), Some(e)) => (
-                Some(e.aggregate.key()),
+            (Some(_), Some(e)) if !e.aggregate.is_unset() => (
+                e.aggregate.ordering_key(),
                 i64::try_from(e.aggregate.version).ok(),
             ),
             _ => (None, None),

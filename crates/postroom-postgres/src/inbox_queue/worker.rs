@@ -3,13 +3,12 @@
 
 use super::InboxQueue;
 use super::claim::Claimed;
-use postroom_core::consumer::Step;
 use postroom_core::consumer::breaker::Admission;
+use postroom_core::consumer::{Screened, Step};
 use postroom_core::metrics as m;
-use postroom_core::ordering::{VersionDecision, check_version};
-use postroom_core::outcome::codes;
+use postroom_core::ordering::{VersionDecision, check_version, gap_error};
 use postroom_core::retry::retry_headers;
-use postroom_core::{Disposition, Envelope, Handler, HandlerError, ParkReason, Result};
+use postroom_core::{Disposition, Envelope, Handler, ParkReason, Result};
 use tokio::sync::watch;
 
 pub(super) struct Worker<H: ?Sized> {
@@ -57,17 +56,18 @@ impl<H: Handler + ?Sized> Worker<H> {
         }
     }
 
-    /// The consumer loop's decision step (crash-loop bound, decode, handler under its
-    /// timeout, retry budget), with ordered mode's gap handling before the handler.
+    /// The consumer loop's decision step (screening, handler under its timeout, retry
+    /// budget), with ordered mode's gap handling before the handler. A row settled without
+    /// handling (parked at screening, already applied, deferred behind a gap) drops its
+    /// breaker verdict, which records it as neutral: a trial claim of only such rows ends
+    /// without a verdict, and the next claim is a new trial.
     async fn process(&self, row: &Claimed) -> Result<()> {
         let cfg = self.step.config();
-        if let Some(reason) = self.step.crash_loop(&row.message) {
-            let envelope = self.step.decode(&row.message).ok();
-            return self.park(row, envelope.as_ref(), reason).await;
-        }
-        let envelope = match self.step.decode(&row.message) {
-            Ok(e) => e,
-            Err(reason) => return self.park(row, None, reason).await,
+        let (envelope, verdict) = match self.step.screen(&row.message) {
+            Screened::Park { reason, envelope } => {
+                return self.park(row, envelope.as_ref(), reason).await;
+            }
+            Screened::Handle { envelope, verdict } => (envelope, verdict),
         };
         if let (Some(mode), Some((key, seq))) = (&self.queue.config.ordered, &row.order) {
             match check_version(row.last_seq, *seq, 1) {
@@ -76,15 +76,16 @@ impl<H: Handler + ?Sized> Worker<H> {
                     self.queue.mark_done(&self.id, row).await?;
                     return Ok(());
                 }
-                gap @ VersionDecision::Gap { .. } => {
+                VersionDecision::Gap {
+                    missing_from,
+                    missing_to,
+                } => {
                     let waited = row.gap_for.unwrap_or_default();
                     if waited < mode.gap_wait {
                         self.queue.defer(&self.id, row, mode.recheck, None).await?;
                         return Ok(());
                     }
-                    let err = gap
-                        .gap_error(key)
-                        .unwrap_or_else(|| HandlerError::transient(codes::VERSION_GAP, "gap"));
+                    let err = gap_error(key, missing_from, missing_to);
                     metrics::counter!(m::INBOX_QUEUE_GAP_PARKED, "consumer" => cfg.name.clone())
                         .increment(1);
                     tracing::error!(consumer = %cfg.name, key = %key, seq, waited_ms = waited.as_millis() as u64,
@@ -100,7 +101,7 @@ impl<H: Handler + ?Sized> Worker<H> {
         }
         match self
             .step
-            .handle(&row.message, &envelope, row.attempts)
+            .handle(&row.message, &envelope, row.attempts, verdict)
             .await
         {
             Disposition::Ack => {

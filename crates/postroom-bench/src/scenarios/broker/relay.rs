@@ -30,6 +30,21 @@ pub struct RelayLoad {
     pub bytes: usize,
     /// Whether the outbox deletes confirmed rows instead of marking them.
     pub delete_published: bool,
+    /// Whether the messages are built without an aggregate (each its own key, unordered)
+    /// instead of spread over the payload's aggregates.
+    pub unordered: bool,
+}
+
+impl RelayLoad {
+    /// Message `i` of a round.
+    #[must_use]
+    pub fn message(&self, i: usize) -> OutgoingMessage {
+        if self.unordered {
+            payload::unordered_message(i, self.bytes)
+        } else {
+            payload::message(i, self.bytes)
+        }
+    }
 }
 
 /// What a broker adds to the relay scenario: its raw client's publishing loop, and how to
@@ -123,6 +138,23 @@ impl<P: Publisher + ?Sized> Publisher for Counting<P> {
 
 /// Run the relay scenario on the broker of `W`, workloads named `relay`.
 pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, BenchError> {
+    run_shaped::<W>(ctx, figure, false).await
+}
+
+/// [`run`] with messages built without an aggregate: what such messages cost the relay,
+/// beside the figure of messages spread over aggregates.
+pub async fn run_unordered<W: RawRelay>(
+    ctx: &Ctx,
+    figure: Figure,
+) -> Result<Measurement, BenchError> {
+    run_shaped::<W>(ctx, figure, true).await
+}
+
+async fn run_shaped<W: RawRelay>(
+    ctx: &Ctx,
+    figure: Figure,
+    unordered: bool,
+) -> Result<Measurement, BenchError> {
     let a = &ctx.args;
     let load = RelayLoad {
         n: W::messages(a),
@@ -131,6 +163,7 @@ pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, 
         lanes: usize::from(a.relay_lanes),
         bytes: a.payload_bytes,
         delete_published: a.relay_delete_published,
+        unordered,
     };
     let store = ctx
         .db()?
@@ -168,7 +201,8 @@ pub async fn run<W: RawRelay>(ctx: &Ctx, figure: Figure) -> Result<Measurement, 
             Target::at_least(0.9),
             Load::new(load.bytes, load.relays * load.lanes, 0, load.batch, load.n),
         )
-        .detail("outbox_deletes_published", load.delete_published))
+        .detail("outbox_deletes_published", load.delete_published)
+        .detail("messages_without_aggregate", load.unordered))
 }
 
 /// Fill the outbox, then time the relays until every row is confirmed by the broker and
@@ -179,7 +213,7 @@ async fn postroom_round<W: RawRelay>(
     load: &RelayLoad,
 ) -> Result<f64, BenchError> {
     let n = load.n;
-    fill_outbox(store, n, |i| payload::message(i, load.bytes)).await?;
+    fill_outbox(store, n, |i| load.message(i)).await?;
     let ob: Arc<dyn OutboxStore> = if load.delete_published {
         Arc::new(store.outbox().delete_on_publish())
     } else {
@@ -232,7 +266,7 @@ async fn postroom_round<W: RawRelay>(
 
 /// Time the raw senders publishing the same payloads, the messages shared out among them.
 pub async fn raw_round<W: RawRelay>(w: &W, load: &RelayLoad) -> Result<f64, BenchError> {
-    let msgs = payload::messages(0, load.n, load.bytes);
+    let msgs: Vec<OutgoingMessage> = (0..load.n).map(|i| load.message(i)).collect();
     let senders = w.raw_senders(load).await?;
     let share = load.n.div_ceil(load.relays);
     let started = Instant::now();
