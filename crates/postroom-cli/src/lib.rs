@@ -31,6 +31,7 @@ pub mod parking;
 pub mod prompt;
 #[cfg(feature = "console")]
 pub mod relay;
+#[cfg(feature = "console")]
 mod relay_wal;
 #[cfg(feature = "console")]
 pub mod serve;
