@@ -7,13 +7,19 @@
 
 mod common;
 
-use common::TestNats;
-use postroom_core::Envelope;
+use common::{TestNats, parked, stream_messages, subscribe_to_orders};
+use postroom_core::{
+    BoxSubscriber, Delivery, Envelope, OutgoingMessage, ParkingFilter, ParkingStore, Subscriber,
+    Transport,
+};
+use postroom_nats::{NatsTransport, naming};
 use postroom_testkit::Backend;
+use postroom_testkit::StoreFixture;
 use postroom_testkit::cases::{effect_of, order, policy, start_consumer, wait_for};
 use postroom_testkit::effect::{EffectHandler, Fault};
 use postroom_testkit::running::spawn_relay;
 use postroom_testkit::servers::NatsCluster;
+use postroom_testkit::stores::sqlite::SqliteFixture;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,29 +43,81 @@ fn exactly_once_violations(effects: &BTreeMap<String, u64>) -> Result<(), String
     }
 }
 
-/// The `server_name` of the stream's leader, once it has one (within 20 s).
-async fn stream_leader(nats: &TestNats, stream: &str) -> String {
+/// The leader's `server_name` and the count of the other peers of a stream or durable
+/// (`info` is `STREAM.INFO.<stream>` or `CONSUMER.INFO.<stream>.<durable>`), once it has a
+/// leader (within 20 s).
+async fn raft_group(nats: &TestNats, info: &str) -> (String, usize) {
     let end = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let info: Result<serde_json::Value, _> = postroom_nats::error::api_empty(
-            nats.conn.client(),
-            "stream info",
-            format!("STREAM.INFO.{stream}"),
-        )
-        .await;
-        if let Some(name) = info
-            .ok()
-            .as_ref()
-            .and_then(|i| i["cluster"]["leader"].as_str())
-            .filter(|n| !n.is_empty())
+        let answer: Result<serde_json::Value, _> =
+            postroom_nats::error::api_empty(nats.conn.client(), "info", info.to_string()).await;
+        if let Some(group) = answer.ok().map(|a| a["cluster"].clone())
+            && let Some(leader) = group["leader"].as_str().filter(|n| !n.is_empty())
         {
-            return name.to_string();
+            let peers = group["replicas"].as_array().map_or(0, Vec::len);
+            return (leader.to_string(), peers);
         }
         assert!(
             std::time::Instant::now() < end,
-            "the stream {stream} elected no leader within 20 s"
+            "{info} names no leader within 20 s"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The `server_name` of the leader of the stream `stream`.
+async fn stream_leader(nats: &TestNats, stream: &str) -> String {
+    raft_group(nats, &format!("STREAM.INFO.{stream}")).await.0
+}
+
+/// Move the leadership of the stream `stream` to the node named `wanted` by asking the
+/// leader to step down until the election lands there.
+async fn lead_from(nats: &TestNats, stream: &str, wanted: &str) {
+    for _ in 0..20 {
+        let now = stream_leader(nats, stream).await;
+        if now == wanted {
+            return;
+        }
+        let _: Result<serde_json::Value, _> = postroom_nats::error::api_empty(
+            nats.conn.client(),
+            "leader step-down",
+            format!("STREAM.LEADER.STEPDOWN.{stream}"),
+        )
+        .await;
+        for _ in 0..50 {
+            if stream_leader(nats, stream).await != now {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    panic!("the stream {stream} never elected {wanted}");
+}
+
+/// SIGKILL the leader of the stream `stream`; returns the node and its `server_name`.
+async fn kill_stream_leader(
+    cluster: &mut NatsCluster,
+    nats: &TestNats,
+    stream: &str,
+) -> (usize, String) {
+    let leader = stream_leader(nats, stream).await;
+    let node = cluster
+        .node_named(&leader)
+        .unwrap_or_else(|| panic!("the stream leader {leader:?} is not a node of ours"));
+    cluster.kill(node);
+    (node, leader)
+}
+
+/// Fail the test unless the work stream and every durable of `consumer` have three
+/// replicas.
+async fn assert_three_replicas(nats: &TestNats, transport: &NatsTransport, consumer: &str) {
+    let (_, peers) = raft_group(nats, &format!("STREAM.INFO.{}", nats.prefix)).await;
+    assert_eq!(peers, 2, "the work stream has a leader and two more peers");
+    let config = transport.config();
+    for lane in naming::lanes(&config, config.consumer(consumer).unwrap()) {
+        let info = format!("CONSUMER.INFO.{}.{}", nats.prefix, lane.durable);
+        let (_, peers) = raft_group(nats, &info).await;
+        assert_eq!(peers, 2, "the durable {} has three replicas", lane.durable);
     }
 }
 
@@ -102,6 +160,12 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
         relay_stop,
     );
 
+    assert_three_replicas(&nats, &transport, consumer).await;
+    // The client's own server leads the stream: the kill cuts the client off too, and it
+    // must fail over to another server of its list.
+    let own_server = nats.conn.client().server_info().server_name;
+    lead_from(&nats, &nats.prefix, &own_server).await;
+
     let mut envs = Vec::new();
     let mut killed = None;
     for i in 0..MESSAGES {
@@ -109,21 +173,16 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
         backend.produce(&e, "order.created").await.unwrap();
         envs.push(e);
         if i + 1 == KILL_AFTER {
-            // Mid-run: wait until the relay confirmed what was produced so far, so that the
-            // kill lands on a stream with copies in it, then SIGKILL its leader.
+            // Mid-run, with copies in the stream and the relay still publishing: SIGKILL
+            // the stream's leader.
             assert!(
                 wait_for(Duration::from_secs(20), || async {
-                    backend.outbox().pending().await.unwrap() == 0
+                    stream_messages(&nats.conn, &nats.prefix).await >= 10
                 })
                 .await,
                 "the relay published the first rows before the kill"
             );
-            let leader = stream_leader(&nats, &nats.prefix).await;
-            let node = cluster
-                .node_named(&leader)
-                .unwrap_or_else(|| panic!("the stream leader {leader:?} is not a node of ours"));
-            cluster.kill(node);
-            killed = Some((node, leader));
+            killed = Some(kill_stream_leader(&mut cluster, &nats, &nats.prefix).await);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -189,6 +248,10 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
         nats.conn.reconnects(),
     );
     exactly_once_violations(&effects(&backend, consumer, &envs).await).unwrap();
+    assert!(
+        nats.conn.reconnects() >= 1,
+        "the client was cut off with its server and reconnected to another"
+    );
     assert_eq!(
         stats.applied,
         envs.len() as u64,
@@ -200,6 +263,75 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
         "every handler call beyond the first of a message was absorbed by the inbox"
     );
     drop(backend);
+    drop(transport);
+    drop(nats);
+    drop(cluster);
+}
+
+/// Take `n` deliveries of the subscriber's next copy and drop each unsettled, as a consumer
+/// that dies while handling it would.
+async fn crash_on(sub: &mut BoxSubscriber, n: u32) {
+    for k in 1..=n {
+        let d = loop {
+            if let Some(d) = sub.next(Duration::from_secs(1)).await.unwrap() {
+                break d;
+            }
+        };
+        assert_eq!(d.message().deliveries, Some(k));
+        drop(d);
+    }
+}
+
+/// After the work stream's leader is killed, a copy that crash-loops to `max_deliver` still
+/// reaches the parking stream (three replicas too) by its MAX_DELIVERIES advisory, and is
+/// parked from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_loop_after_the_leader_is_killed_still_reaches_the_parking_stream() {
+    let mut cluster = tokio::task::spawn_blocking(|| NatsCluster::start("prp"))
+        .await
+        .unwrap();
+    let nats = TestNats::at(&cluster.urls()).await;
+    let mut cfg = nats.config();
+    cfg.replicas = 3;
+    cfg.ack_wait = Duration::from_secs(1);
+    cfg.max_deliver = 2;
+    let transport = nats.transport(cfg);
+    let mut sub = subscribe_to_orders(&transport, "poison", 1).await;
+    assert_three_replicas(&nats, &transport, "poison").await;
+    let parking_stream = naming::parking_stream(&nats.prefix, "poison");
+    let (_, peers) = raft_group(&nats, &format!("STREAM.INFO.{parking_stream}")).await;
+    assert_eq!(peers, 2, "the parking stream has three replicas");
+
+    let (_, old_leader) = kill_stream_leader(&mut cluster, &nats, &nats.prefix).await;
+    let env = order("poison", 1);
+    let message = OutgoingMessage::from_envelope(&env, "order.created");
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            transport.publisher().publish(&message).await.is_ok()
+        })
+        .await,
+        "the poison message was confirmed by the cluster without its old leader"
+    );
+    assert_ne!(stream_leader(&nats, &nats.prefix).await, old_leader);
+    // Both deliveries die unsettled; the subscriber keeps a pull request outstanding, so
+    // the server advertises the limit.
+    crash_on(&mut sub, 2).await;
+    assert!(
+        wait_for(Duration::from_secs(20), || async {
+            stream_messages(&nats.conn, &parking_stream).await == 1
+        })
+        .await,
+        "the MAX_DELIVERIES advisory was captured in the parking stream"
+    );
+    sub.close().await;
+    let fixture = SqliteFixture::fresh().await;
+    let store: Arc<dyn ParkingStore> = fixture.parking();
+    assert_eq!(parked(transport.as_ref(), "poison", &store).await, 1);
+    let p = &store.search(&ParkingFilter::default(), 10).await.unwrap()[0];
+    assert_eq!(
+        (p.message_id, p.error_code.as_str()),
+        (env.id, "max_deliveries")
+    );
     drop(transport);
     drop(nats);
     drop(cluster);

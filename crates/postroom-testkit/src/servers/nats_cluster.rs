@@ -54,9 +54,22 @@ impl std::fmt::Debug for NatsCluster {
 
 impl NatsCluster {
     /// Start three nodes named `<prefix>-0`, `-1`, `-2` and return once each reports itself
-    /// healthy with JetStream (a meta leader elected).
+    /// healthy with JetStream (a meta leader elected). Free ports are picked before the nodes
+    /// bind them, so another process may take one meanwhile: the cluster is then started
+    /// again on new ports (three attempts).
     #[must_use]
     pub fn start(prefix: &str) -> Self {
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            match Self::try_start(prefix) {
+                Ok(cluster) => return cluster,
+                Err(e) => failures.push(e),
+            }
+        }
+        panic!("the NATS cluster did not start: {failures:#?}");
+    }
+
+    fn try_start(prefix: &str) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("postroom-nats-cluster-")
             .tempdir()
@@ -76,9 +89,9 @@ impl NatsCluster {
             cluster.spawn(i);
         }
         for i in 0..3 {
-            cluster.wait_healthy(i);
+            cluster.wait_healthy(i)?;
         }
-        cluster
+        Ok(cluster)
     }
 
     /// The client URL of node `i`.
@@ -121,7 +134,9 @@ impl NatsCluster {
     pub fn restart(&mut self, i: usize) {
         self.kill(i);
         self.spawn(i);
-        self.wait_healthy(i);
+        if let Err(e) = self.wait_healthy(i) {
+            panic!("{e}");
+        }
     }
 
     fn config_path(&self, i: usize) -> PathBuf {
@@ -152,10 +167,16 @@ impl NatsCluster {
         std::fs::write(self.config_path(i), text).expect("write the node's configuration");
     }
 
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("{}.log", self.nodes[i].name))
+    }
+
     fn spawn(&mut self, i: usize) {
-        let log =
-            std::fs::File::create(self.dir.path().join(format!("{}.log", self.nodes[i].name)))
-                .expect("node log file");
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))
+            .expect("node log file");
         let child = Command::new(binary())
             .arg("-c")
             .arg(self.config_path(i))
@@ -166,23 +187,30 @@ impl NatsCluster {
         self.nodes[i].child = Some(child);
     }
 
-    /// Wait until the monitoring endpoint of node `i` answers `/healthz` with 200.
-    fn wait_healthy(&self, i: usize) {
+    /// Wait until the monitoring endpoint of node `i` answers `/healthz` with 200; when it
+    /// does not, say why, with the end of the node's log.
+    fn wait_healthy(&mut self, i: usize) -> Result<(), String> {
         let end = Instant::now() + BOOT_LIMIT;
         let mut last = String::new();
         while Instant::now() < end {
             match healthz(self.nodes[i].monitor_port) {
-                Ok(200) => return,
+                Ok(200) => return Ok(()),
                 Ok(code) => last = format!("status {code}"),
                 Err(e) => last = e.to_string(),
             }
+            if let Some(Ok(Some(status))) = self.nodes[i].child.as_mut().map(Child::try_wait) {
+                last = format!("it exited: {status}");
+                break;
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!(
-            "NATS node {} was not healthy within {BOOT_LIMIT:?} ({last}); its log is in {}",
+        let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        Err(format!(
+            "NATS node {} was not healthy within {BOOT_LIMIT:?} ({last}); its log ends: {:?}",
             self.nodes[i].name,
-            self.dir.path().display()
-        );
+            tail.into_iter().rev().collect::<Vec<_>>()
+        ))
     }
 }
 
