@@ -4,6 +4,10 @@
 //! every node's URL and fails over by itself; the relay and the consumer are never restarted.
 //! Every row the relay got a PubAck for is applied exactly once; redeliveries the inbox
 //! absorbed are counted and reported.
+//!
+//! `POSTROOM_HARD_CRASH_CYCLES` (1 when unset) repeats the kill: each cycle kills the node
+//! that leads the stream then (the one elected after the previous kill, when it is the
+//! client's), after the previously killed node came back and caught up.
 
 mod common;
 
@@ -25,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Messages produced; the leader is killed after a third of them.
+/// Messages produced in each cycle; the leader is killed after a third of them.
 const MESSAGES: usize = 60;
 const KILL_AFTER: usize = 20;
 
@@ -108,6 +112,30 @@ async fn kill_stream_leader(
     (node, leader)
 }
 
+/// Wait until every peer of the stream `stream` is online and caught up with its leader.
+async fn wait_all_current(nats: &TestNats, stream: &str) {
+    for _ in 0..150 {
+        let info: Result<serde_json::Value, _> = postroom_nats::error::api_empty(
+            nats.conn.client(),
+            "stream info",
+            format!("STREAM.INFO.{stream}"),
+        )
+        .await;
+        if let Some(peers) = info
+            .ok()
+            .and_then(|i| i["cluster"]["replicas"].as_array().cloned())
+            && peers.len() == 2
+            && peers.iter().all(|p| {
+                p["current"].as_bool() == Some(true) && p["offline"].as_bool() != Some(true)
+            })
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the peers of {stream} did not catch up within 30 s");
+}
+
 /// Fail the test unless the work stream and every durable of `consumer` have three
 /// replicas.
 async fn assert_three_replicas(nats: &TestNats, transport: &NatsTransport, consumer: &str) {
@@ -161,77 +189,83 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
     );
 
     assert_three_replicas(&nats, &transport, consumer).await;
-    // The client's own server leads the stream: the kill cuts the client off too, and it
-    // must fail over to another server of its list.
-    let own_server = nats.conn.client().server_info().server_name;
-    lead_from(&nats, &nats.prefix, &own_server).await;
 
     let mut envs = Vec::new();
-    let mut killed = None;
-    for i in 0..MESSAGES {
-        let e = order(&format!("c{i}"), 1);
-        backend.produce(&e, "order.created").await.unwrap();
-        envs.push(e);
-        if i + 1 == KILL_AFTER {
-            // Mid-run, with copies in the stream and the relay still publishing: SIGKILL
-            // the stream's leader.
-            assert!(
-                wait_for(Duration::from_secs(20), || async {
-                    stream_messages(&nats.conn, &nats.prefix).await >= 10
-                })
-                .await,
-                "the relay published the first rows before the kill"
-            );
-            killed = Some(kill_stream_leader(&mut cluster, &nats, &nats.prefix).await);
+    let mut leaders = Vec::new();
+    let cycles = postroom_testkit::servers::hard_crash_cycles();
+    for cycle in 0..cycles {
+        // The client's own server leads the stream: the kill cuts the client off too, and
+        // it must fail over to another server of its list.
+        let own_server = nats.conn.client().server_info().server_name;
+        lead_from(&nats, &nats.prefix, &own_server).await;
+        let mut killed = None;
+        for i in 0..MESSAGES {
+            let e = order(&format!("c{cycle}-{i}"), 1);
+            backend.produce(&e, "order.created").await.unwrap();
+            envs.push(e);
+            if i + 1 == KILL_AFTER {
+                // Mid-run, with copies of this cycle in the stream and the relay still
+                // publishing: SIGKILL the stream's leader.
+                let before = MESSAGES as u64 * u64::from(cycle) + 10;
+                assert!(
+                    wait_for(Duration::from_secs(20), || async {
+                        stream_messages(&nats.conn, &nats.prefix).await >= before
+                    })
+                    .await,
+                    "the relay published the first rows of the cycle before the kill"
+                );
+                killed = Some(kill_stream_leader(&mut cluster, &nats, &nats.prefix).await);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (node, old_leader) = killed.expect("the leader was killed");
+        let new_leader = stream_leader(&nats, &nats.prefix).await;
+        assert_ne!(
+            new_leader, old_leader,
+            "another node leads the stream after the kill"
+        );
+        leaders.push(format!("{old_leader} -> {new_leader}"));
+        assert!(
+            wait_for(Duration::from_secs(30), || async {
+                backend.outbox().pending().await.unwrap() == 0
+            })
+            .await,
+            "the same relay, never restarted, confirmed every row after the kill"
+        );
+        assert!(
+            wait_for(Duration::from_secs(30), || async {
+                effects(&backend, consumer, &envs)
+                    .await
+                    .values()
+                    .all(|n| *n >= 1)
+            })
+            .await,
+            "the same consumer, never restarted, applied every confirmed message: {:?}",
+            exactly_once_violations(&effects(&backend, consumer, &envs).await)
+        );
+
+        // The killed node comes back and catches up; consumption goes on.
+        cluster = tokio::task::spawn_blocking(move || {
+            cluster.restart(node);
+            cluster
+        })
+        .await
+        .unwrap();
+        wait_all_current(&nats, &nats.prefix).await;
+        let after = order(&format!("after-restart-{cycle}"), 1);
+        backend.produce(&after, "order.created").await.unwrap();
+        envs.push(after);
+        assert!(
+            wait_for(Duration::from_secs(30), || async {
+                effects(&backend, consumer, &envs)
+                    .await
+                    .values()
+                    .all(|n| *n >= 1)
+            })
+            .await,
+            "a message produced after the restart was applied"
+        );
     }
-    let (node, old_leader) = killed.expect("the leader was killed");
-    let new_leader = stream_leader(&nats, &nats.prefix).await;
-    assert_ne!(
-        new_leader, old_leader,
-        "another node leads the stream after the kill"
-    );
-
-    assert!(
-        wait_for(Duration::from_secs(30), || async {
-            backend.outbox().pending().await.unwrap() == 0
-        })
-        .await,
-        "the same relay, never restarted, confirmed every row after the kill"
-    );
-    assert!(
-        wait_for(Duration::from_secs(30), || async {
-            effects(&backend, consumer, &envs)
-                .await
-                .values()
-                .all(|n| *n >= 1)
-        })
-        .await,
-        "the same consumer, never restarted, applied every confirmed message: {:?}",
-        exactly_once_violations(&effects(&backend, consumer, &envs).await)
-    );
-
-    // The killed node comes back and catches up; consumption goes on through it.
-    let cluster = tokio::task::spawn_blocking(move || {
-        cluster.restart(node);
-        cluster
-    })
-    .await
-    .unwrap();
-    let after = order("after-restart", 1);
-    backend.produce(&after, "order.created").await.unwrap();
-    envs.push(after);
-    assert!(
-        wait_for(Duration::from_secs(30), || async {
-            effects(&backend, consumer, &envs)
-                .await
-                .values()
-                .all(|n| *n >= 1)
-        })
-        .await,
-        "a message produced after the restart was applied"
-    );
 
     let _ = stop_relay.send(true);
     tokio::time::timeout(Duration::from_secs(30), relay)
@@ -241,7 +275,7 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
     let stats = running.stop().await;
     let calls = handler.calls().len();
     eprintln!(
-        "cluster run: {} messages, {calls} handler calls, {} applied, {} duplicates absorbed by the inbox, {} reconnects, leader {old_leader} killed, {new_leader} took over",
+        "cluster run: {cycles} kills, {} messages, {calls} handler calls, {} applied, {} duplicates absorbed by the inbox, {} reconnects, stream leaders killed -> elected: {leaders:?}",
         envs.len(),
         stats.applied,
         stats.duplicates,
@@ -249,7 +283,7 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
     );
     exactly_once_violations(&effects(&backend, consumer, &envs).await).unwrap();
     assert!(
-        nats.conn.reconnects() >= 1,
+        nats.conn.reconnects() >= u64::from(cycles),
         "the client was cut off with its server and reconnected to another"
     );
     assert_eq!(
