@@ -1,6 +1,7 @@
 //! A three-node JetStream cluster of the test's own, the work stream and its durables with
-//! three replicas: the stream leader is SIGKILLed while a relay publishes from the outbox and
-//! a consumer applies effects through its inbox, and started again later. The client is given
+//! three replicas: the node leading the stream, the durables and the client's connection is
+//! SIGKILLed while a relay publishes from the outbox and a consumer applies effects through
+//! its inbox, and started again later. The client is given
 //! every node's URL and fails over by itself; the relay and the consumer are never restarted.
 //! Every row the relay got a PubAck for is applied exactly once; redeliveries the inbox
 //! absorbed are counted and reported.
@@ -74,28 +75,31 @@ async fn stream_leader(nats: &TestNats, stream: &str) -> String {
     raft_group(nats, &format!("STREAM.INFO.{stream}")).await.0
 }
 
-/// Move the leadership of the stream `stream` to the node named `wanted` by asking the
-/// leader to step down until the election lands there.
-async fn lead_from(nats: &TestNats, stream: &str, wanted: &str) {
+/// Move the leadership of a stream or durable (`group` is `STREAM.<stream>` or
+/// `CONSUMER.<stream>.<durable>`) to the node named `wanted` by asking its leader to step
+/// down until the election lands there.
+async fn lead_from(nats: &TestNats, group: &str, wanted: &str) {
+    let info = group.replacen('.', ".INFO.", 1);
+    let stepdown = group.replacen('.', ".LEADER.STEPDOWN.", 1);
     for _ in 0..20 {
-        let now = stream_leader(nats, stream).await;
+        let (now, _) = raft_group(nats, &info).await;
         if now == wanted {
             return;
         }
         let _: Result<serde_json::Value, _> = postroom_nats::error::api_empty(
             nats.conn.client(),
             "leader step-down",
-            format!("STREAM.LEADER.STEPDOWN.{stream}"),
+            stepdown.clone(),
         )
         .await;
         for _ in 0..50 {
-            if stream_leader(nats, stream).await != now {
+            if raft_group(nats, &info).await.0 != now {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    panic!("the stream {stream} never elected {wanted}");
+    panic!("{group} never elected {wanted}");
 }
 
 /// SIGKILL the leader of the stream `stream`; returns the node and its `server_name`.
@@ -194,10 +198,16 @@ async fn killing_the_stream_leader_loses_no_confirmed_message_and_applies_each_o
     let mut leaders = Vec::new();
     let cycles = postroom_testkit::servers::hard_crash_cycles();
     for cycle in 0..cycles {
-        // The client's own server leads the stream: the kill cuts the client off too, and
-        // it must fail over to another server of its list.
+        // The client's own server leads the stream and the durables: the kill takes the
+        // consumer's pull requests and cuts the client off too, and it must fail over to
+        // another server of its list.
         let own_server = nats.conn.client().server_info().server_name;
-        lead_from(&nats, &nats.prefix, &own_server).await;
+        lead_from(&nats, &format!("STREAM.{}", nats.prefix), &own_server).await;
+        let config = transport.config();
+        for lane in naming::lanes(&config, config.consumer(consumer).unwrap()) {
+            let durable = format!("CONSUMER.{}.{}", nats.prefix, lane.durable);
+            lead_from(&nats, &durable, &own_server).await;
+        }
         let mut killed = None;
         for i in 0..MESSAGES {
             let e = order(&format!("c{cycle}-{i}"), 1);
