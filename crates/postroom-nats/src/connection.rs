@@ -21,17 +21,29 @@ pub struct NatsConnection {
     reconnects: Arc<AtomicU64>,
 }
 
-/// `url` with any password or token replaced, for errors and logs.
+/// `url` (one server, or several separated by commas) with any password or token replaced,
+/// for errors and logs.
 #[must_use]
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
-        _ => url.to_string(),
-    }
+    servers(url)
+        .map(|one| match (one.find("://"), one.rfind('@')) {
+            (Some(s), Some(at)) if at > s => format!("{}://***@{}", &one[..s], &one[at + 1..]),
+            _ => one.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The servers of a URL list: `nats://a:4222,nats://b:4222` names two servers of one
+/// cluster, and the client fails over between them.
+pub fn servers(url: &str) -> impl Iterator<Item = &str> {
+    url.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
 impl NatsConnection {
-    /// Connect to `url` (`nats://host:port`, credentials in the URL if any) under `name`.
+    /// Connect to `url` (`nats://host:port`, credentials in the URL if any; several servers
+    /// of one cluster separated by commas, the client failing over between them) under
+    /// `name`.
     pub async fn connect(url: &str, name: &str) -> Result<Self> {
         let reconnects = Arc::new(AtomicU64::new(0));
         let seen = reconnects.clone();
@@ -67,7 +79,8 @@ impl NatsConnection {
                     }
                 }
             });
-        let client = options.connect(url).await.map_err(|e| {
+        let list: Vec<&str> = servers(url).collect();
+        let client = options.connect(list).await.map_err(|e| {
             Error::new(
                 ErrorKind::Connection,
                 format!("connecting to NATS at {}: {e}", redact(url)),
@@ -124,6 +137,10 @@ mod tests {
         assert_eq!(
             super::redact("nats://127.0.0.1:4222"),
             "nats://127.0.0.1:4222"
+        );
+        assert_eq!(
+            super::redact("nats://u:a@h1:4222,nats://u:b@h2:4222"),
+            "nats://***@h1:4222,nats://***@h2:4222"
         );
     }
 }

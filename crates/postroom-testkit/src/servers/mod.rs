@@ -18,6 +18,8 @@ pub use kafka_mock::KafkaMockCluster;
 pub use moto::MotoServer;
 
 #[cfg(feature = "own-servers")]
+pub mod nats_cluster;
+#[cfg(feature = "own-servers")]
 pub mod os_user;
 #[cfg(feature = "own-servers")]
 pub mod pg_cluster;
@@ -26,6 +28,8 @@ pub mod rabbit_node;
 #[cfg(feature = "own-servers")]
 pub mod test_ca;
 
+#[cfg(feature = "own-servers")]
+pub use nats_cluster::NatsCluster;
 #[cfg(feature = "own-servers")]
 pub use pg_cluster::PgCluster;
 #[cfg(feature = "own-servers")]
