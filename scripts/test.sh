@@ -69,6 +69,17 @@ if cargo tree -p postroom-cli --no-default-features --features postgres -e norma
   echo "the PostgreSQL-only build of postroom-cli depends on lapin" >&2; exit 1
 fi
 step "PostgreSQL-only CLI checked"
+# Each cargo feature of the facade, the command line and every store and transport crate
+# builds on its own: a feature that forgets to bring what it needs (a driver, a dependency's
+# feature) fails here, where a build with every feature would hide it.
+if ! cargo hack --version >/dev/null 2>&1; then
+  echo "[test] installing cargo-hack" >&2
+  cargo install cargo-hack --locked
+fi
+cargo hack check --each-feature --locked \
+  -p postroom -p postroom-cli -p postroom-sqlite -p postroom-postgres \
+  -p postroom-rabbitmq -p postroom-nats -p postroom-sqs -p postroom-kafka
+step "each feature checked on its own"
 # The run's output is kept: when tests fail, the end of the output repeats each failure's panic
 # message (the long backtraces above would otherwise push them out of a truncated log).
 nextest_log="$(mktemp)"
