@@ -23,6 +23,8 @@
 
 use crate::error::{amqp, breaks_channel};
 use crate::headers::to_field_table;
+use lapin::types::AMQPValue;
+use postroom_core::message::headers::AGGREGATE_KEY;
 use crate::stats::{LinkStats, TRANSPORT};
 use crate::{Broker, ConsumerNames, TopologyConfig};
 use futures::FutureExt;
@@ -399,11 +401,20 @@ impl ConfirmingPublisher {
     }
 
     async fn publish_one(&self, ch: &Channel, index: usize, it: &Outbound<'_>) -> InFlight {
+        let mut headers = to_field_table(it.headers);
+        // A message without an aggregate is its own key. The partitioned exchange hashes on
+        // this header: without it, every such message would land in the same partition.
+        if !it.headers.contains_key(AGGREGATE_KEY) {
+            headers.insert(
+                AGGREGATE_KEY.into(),
+                AMQPValue::LongString(it.id.to_string().into_bytes().into()),
+            );
+        }
         let props = BasicProperties::default()
             .with_message_id(it.id.to_string().into())
             .with_delivery_mode(2)
             .with_content_type("application/json".into())
-            .with_headers(to_field_table(it.headers));
+            .with_headers(headers);
         let opts = BasicPublishOptions {
             mandatory: true,
             immediate: false,

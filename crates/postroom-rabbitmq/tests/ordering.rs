@@ -92,6 +92,58 @@ async fn partitioned_mode_keeps_per_aggregate_order_with_two_consumers_per_parti
     assert!(used >= 2, "aggregates spread over partitions ({used} used)");
 }
 
+/// Messages without an aggregate are each their own key: the consistent-hash exchange spreads
+/// them over the partitions instead of sending every one to the same partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_without_an_aggregate_spread_over_the_partitions() {
+    let t = TestRabbit::new("1s").await;
+    t.configure(|c| {
+        *c = c
+            .clone()
+            .with_consumer("pn", &["order.created"])
+            .partitioned("pn", 3)
+    });
+    let topo = t.topology();
+    topo.apply().await.unwrap();
+    let n = topo.names("pn");
+    let publisher = t.publisher();
+    let probes: Vec<Arc<Probe>> = (0..3).map(|_| Probe::new(Mode::Ok)).collect();
+    let mut running = Vec::new();
+    for (i, probe) in (0u16..).zip(&probes) {
+        let mut opts = SubscriberOptions::new(4);
+        opts.queue = Some(n.partition_queue(i));
+        let sub = RabbitSubscriber::new(t.broker.clone(), publisher.clone(), &t.cfg(), "pn", opts)
+            .unwrap();
+        running.push(run(sub, "pn", probe.clone(), policy("1s", 3), 1));
+    }
+    let messages: Vec<OutgoingMessage> = (0..30)
+        .map(|i| {
+            let env = postroom_core::Envelope::builder("order.created", "tests")
+                .data(serde_json::json!({ "n": i }))
+                .build();
+            OutgoingMessage::from_envelope(&env, "order.created")
+        })
+        .collect();
+    for r in publisher.publish_batch(&messages).await {
+        r.unwrap();
+    }
+    let handled = || probes.iter().map(|p| p.calls().len()).sum::<usize>();
+    assert!(
+        eventually(Duration::from_secs(30), || async { handled() >= 30 }).await,
+        "all 30 handled ({} so far)",
+        handled()
+    );
+    for r in running {
+        r.stop().await;
+    }
+    let per_partition: Vec<usize> = probes.iter().map(|p| p.calls().len()).collect();
+    let used = per_partition.iter().filter(|&&c| c > 0).count();
+    assert!(
+        used >= 2,
+        "messages without an aggregate spread over the partitions: {per_partition:?}"
+    );
+}
+
 /// A handler keeping the last applied version per aggregate, guarded by `check_version`.
 struct Guarded {
     last: Mutex<HashMap<String, u64>>,
