@@ -76,24 +76,10 @@ if ! cargo hack --version >/dev/null 2>&1; then
   echo "[test] installing cargo-hack" >&2
   cargo install cargo-hack --locked
 fi
-# It runs beside the tests, at the lowest priority and in a target directory of its own (the
-# tests' builds never wait for its lock): the tests mostly wait on servers, and the check uses
-# the cores they leave idle. Its result is awaited before the doc tests.
-hack_log="$(mktemp)"
-nice -n 19 env CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/each-feature" \
-  cargo hack check --each-feature --locked \
+cargo hack check --each-feature --locked \
   -p postroom -p postroom-cli -p postroom-sqlite -p postroom-postgres \
-  -p postroom-rabbitmq -p postroom-nats -p postroom-sqs -p postroom-kafka >"$hack_log" 2>&1 &
-hack_pid=$!
-trap 'kill "$hack_pid" 2>/dev/null || true' EXIT
-each_feature_checked() {
-  if ! wait "$hack_pid"; then
-    echo "[test] a feature does not build on its own:" >&2
-    grep -E "^info: running|^error" -A6 "$hack_log" | tail -n 60 >&2
-    exit 1
-  fi
-  step "each feature checked on its own"
-}
+  -p postroom-rabbitmq -p postroom-nats -p postroom-sqs -p postroom-kafka
+step "each feature checked on its own"
 # The run's output is kept: when tests fail, the end of the output repeats each failure's panic
 # message (the long backtraces above would otherwise push them out of a truncated log).
 nextest_log="$(mktemp)"
@@ -109,7 +95,6 @@ if [ "$status" != 0 ]; then
   { echo "[test] machine:"; uptime; free -m; df -h . /tmp; rabbitmq-diagnostics -q alarms 2>&1 | tail -n 5; } >&2 || true
   exit "$status"
 fi
-each_feature_checked
 cargo test --workspace --locked --doc
 step "doc tests ran"
 # Each fuzz target for 20 s from the repository's corpus (FUZZ_SECONDS; the script's own default
