@@ -94,6 +94,35 @@ impl BatchHandler for Reserve {
     }
 }
 
+/// `orders` outbox rows in one transaction, all good orders but the one at `poison_at`.
+async fn enqueue_orders(store: &postroom_postgres::PgStore, orders: usize, poison_at: usize) {
+    let mut tx = store.begin().await.unwrap();
+    for i in 0..orders {
+        let order_id = if i == poison_at {
+            "poison".to_string()
+        } else {
+            format!("o-{i}")
+        };
+        let env = Envelope::builder(OrderCreated::TYPE, "tests")
+            .aggregate("order", &order_id, 1)
+            .data(serde_json::json!({ "order_id": order_id }))
+            .build();
+        let msg = OutgoingMessage::from_envelope(&env, OrderCreated::TYPE);
+        postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &msg)
+            .await
+            .unwrap();
+    }
+    postroom_postgres::commit(tx).await.unwrap();
+}
+
+/// Reservations made, and distinct orders among them.
+async fn applied(pool: &sqlx::PgPool) -> (i64, i64) {
+    sqlx::query_as("SELECT count(*), count(DISTINCT order_id) FROM reservations")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 async fn open(db: &TestDb, names: &BrokerNames) -> Service {
     Service::builder()
         .database(&db.url)
@@ -139,36 +168,9 @@ async fn run_batched(
     }
     // The whole backlog is in the outbox before the consumer starts: the relay publishes it
     // at once, so the consumer's prefetch decides how many messages a batch can gather.
-    let mut tx = store.begin().await.unwrap();
-    for i in 0..orders {
-        let order_id = if i == orders / 2 {
-            "poison".to_string()
-        } else {
-            format!("o-{i}")
-        };
-        let env = Envelope::builder(OrderCreated::TYPE, "tests")
-            .aggregate("order", &order_id, 1)
-            .data(serde_json::json!({ "order_id": order_id }))
-            .build();
-        let msg = OutgoingMessage::from_envelope(&env, OrderCreated::TYPE);
-        postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &msg)
-            .await
-            .unwrap();
-    }
-    postroom_postgres::commit(tx).await.unwrap();
+    enqueue_orders(&store, orders, orders / 2).await;
     let running = service.consumer(spec).relay().start().await.unwrap();
-    let pool = store.pool().clone();
-    let applied = || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_as::<_, (i64, i64)>(
-                "SELECT count(*), count(DISTINCT order_id) FROM reservations",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-        }
-    };
+    let applied = || applied(store.pool());
     let good = i64::try_from(orders - 1).unwrap();
     let parking = store.parking();
     assert!(
@@ -314,35 +316,8 @@ async fn an_inbox_queue_consumer_declared_in_one_line_stores_then_applies_each_m
         .start()
         .await
         .unwrap();
-    let mut tx = store.begin().await.unwrap();
-    for i in 0..100 {
-        let order_id = if i == 50 {
-            "poison".to_string()
-        } else {
-            format!("o-{i}")
-        };
-        let env = Envelope::builder(OrderCreated::TYPE, "tests")
-            .aggregate("order", &order_id, 1)
-            .data(serde_json::json!({ "order_id": order_id }))
-            .build();
-        let msg = OutgoingMessage::from_envelope(&env, OrderCreated::TYPE);
-        postroom_postgres::outbox::enqueue(&mut tx, store.prefix(), &msg)
-            .await
-            .unwrap();
-    }
-    postroom_postgres::commit(tx).await.unwrap();
-    let pool = store.pool().clone();
-    let applied = || {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_as::<_, (i64, i64)>(
-                "SELECT count(*), count(DISTINCT order_id) FROM reservations",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-        }
-    };
+    enqueue_orders(&store, 100, 50).await;
+    let applied = || applied(store.pool());
     let parking = store.parking();
     assert!(
         eventually(Duration::from_secs(60), || async {
