@@ -22,6 +22,18 @@ if ! command -v make >/dev/null 2>&1 || ! command -v perl >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq make perl >/dev/null; }
 fi
 
+# A cold run needs about 20 GB of disk (the workspace's build, the each-feature check, the
+# fuzz build): say so at the start, where a full disk would otherwise surface later as a
+# compiler's "No space left on device".
+free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+echo "[test] disk free here: $(( free_kb / 1024 / 1024 )) GB" >&2
+if [ "$free_kb" -lt $(( 20 * 1024 * 1024 )) ]; then
+  echo "[test] warning: less than 20 GB free; a cold run may fill the disk" >&2
+fi
+# A run of the suite compiles each crate once: the incremental caches, several GB for a
+# workspace this size, would only take disk. A developer's own CARGO_INCREMENTAL is kept.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 bash scripts/services.sh all
 step "services ready"
 

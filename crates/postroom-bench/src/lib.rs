@@ -139,7 +139,7 @@ pub async fn run(args: BenchArgs) -> Result<BenchReport, BenchError> {
     }
     // The run's database is dropped with its handle.
     drop(ctx.db);
-    println!("{}", report.table());
+    postroom_ops::say!("{}", report.table());
     if let Some(path) = &ctx.args.json {
         let text = serde_json::to_vec_pretty(&report)
             .map_err(|e| BenchError::Config(format!("serialising the report: {e}")))?;
@@ -147,7 +147,7 @@ pub async fn run(args: BenchArgs) -> Result<BenchReport, BenchError> {
             context: format!("writing {}", path.display()),
             source,
         })?;
-        println!("wrote {}", path.display());
+        postroom_ops::say!("wrote {}", path.display());
     }
     Ok(report)
 }

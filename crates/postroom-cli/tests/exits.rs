@@ -1,6 +1,7 @@
 //! How the command line ends when the world around it is not as expected: quietly, with
-//! success, when the reader of its output goes away (`postroom parking list --json | head -1`),
-//! and with what to enable when a prerequisite is missing (the RabbitMQ management plugin).
+//! success, when the reader of its output goes away (`postroom parking list --json | head -1`;
+//! a demo or bench whose printed summary nobody reads still runs to its end), and with what to
+//! enable when a prerequisite is missing (the RabbitMQ management plugin).
 
 mod common;
 
@@ -112,6 +113,64 @@ async fn parking_show_ends_quietly_when_its_reader_goes_away() {
         quiet_on_closed_pipe(
             &dir,
             &["parking", "show", "--database", "app.db", "--json", &id],
+        );
+    })
+    .await
+    .unwrap();
+}
+
+/// A run whose printed summary nobody reads any more still runs to its end: its JSON report is
+/// written, its exit status is its verdict, and nothing panics over the closed pipe.
+fn runs_to_its_end_on_a_closed_pipe(dir: &Path, args: &[&str], report: &str) {
+    let closed = run_into_closed_pipe(dir, args);
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert!(
+        closed.status.success(),
+        "{args:?} on a closed pipe: {}: {stderr}",
+        closed.status
+    );
+    for word in ["panicked", "Broken pipe", "cannot write"] {
+        assert!(
+            !stderr.contains(word),
+            "{args:?} on a closed pipe says {word:?}: {stderr}"
+        );
+    }
+    let json = std::fs::read(dir.join(report)).expect("the JSON report is written");
+    serde_json::from_slice::<serde_json::Value>(&json).expect("the JSON report is whole");
+}
+
+#[tokio::test]
+async fn the_demo_runs_to_its_end_when_the_reader_of_its_report_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        runs_to_its_end_on_a_closed_pipe(
+            &path,
+            &["demo", "--orders", "16", "--report-json", "report.json"],
+            "report.json",
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_bench_runs_to_its_end_when_the_reader_of_its_table_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        runs_to_its_end_on_a_closed_pipe(
+            &path,
+            &[
+                "bench",
+                "--scenario",
+                "embedded",
+                "--messages",
+                "200",
+                "--json",
+                "bench.json",
+            ],
+            "bench.json",
         );
     })
     .await

@@ -9,7 +9,7 @@ use std::path::Path;
 /// Print one report line: `label` and dots up to column `width`, then `value`.
 pub fn row(width: usize, label: &str, value: impl std::fmt::Display) {
     let dots = ".".repeat(width.saturating_sub(label.chars().count() + 1).max(1));
-    println!("  {label} {dots} {value}");
+    postroom_ops::say!("  {label} {dots} {value}");
 }
 
 /// A report's lines, every value starting at the same column.
@@ -56,10 +56,10 @@ pub fn counts(by_name: &BTreeMap<String, u64>, sep: &str) -> String {
 /// Print "all invariants hold" or one line per failed invariant.
 pub fn print(failures: &[String]) {
     if failures.is_empty() {
-        println!("all invariants hold");
+        postroom_ops::say!("all invariants hold");
     } else {
         for f in failures {
-            println!("INVARIANT FAILED: {f}");
+            postroom_ops::say!("INVARIANT FAILED: {f}");
         }
     }
 }

@@ -49,6 +49,7 @@ pub mod credentials;
 pub mod error;
 pub mod feed;
 pub mod limits;
+pub mod output;
 pub mod parking;
 pub mod relay;
 pub mod time;

@@ -200,8 +200,8 @@ impl DemoReport {
     /// A human summary.
     pub fn print(&self) {
         let out = Rows { width: 27 };
-        println!();
-        println!("postroom demo report ({:.1} s)", self.elapsed_s);
+        postroom_ops::say!();
+        postroom_ops::say!("postroom demo report ({:.1} s)", self.elapsed_s);
         out.row(
             "orders created",
             format!(
@@ -227,7 +227,7 @@ impl DemoReport {
         out.row("parked", self.parked);
         for p in &self.parked_messages {
             let plural = if p.attempts == 1 { "y" } else { "ies" };
-            println!(
+            postroom_ops::say!(
                 "      {} {:<16} {:<24} after {} deliver{plural}",
                 p.id,
                 p.message_type.as_deref().unwrap_or("<undecodable>"),
@@ -261,7 +261,7 @@ impl DemoReport {
         if let Some(m) = &self.migration {
             out.row("moved", format!("{} -> {}", m.from, m.to));
             for (step, at) in &m.steps {
-                println!("      {at:>6.1}s  {step}");
+                postroom_ops::say!("      {at:>6.1}s  {step}");
             }
             out.row("killed in the overlap", counts(&m.overlap_kills, " "));
             out.row(

@@ -61,10 +61,11 @@ impl SoakReport {
     pub fn print(&self) {
         let r = self;
         let out = Rows { width: 23 };
-        println!();
-        println!(
+        postroom_ops::say!();
+        postroom_ops::say!(
             "postroom soak ({:.1} s, {:.0} messages/s)",
-            r.elapsed_s, r.throughput_msgs_per_s
+            r.elapsed_s,
+            r.throughput_msgs_per_s
         );
         out.row("messages", format!("{} ({} orders)", r.messages, r.orders));
         out.row(
