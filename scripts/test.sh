@@ -92,6 +92,10 @@ cargo hack check --each-feature --locked \
   -p postroom -p postroom-cli -p postroom-sqlite -p postroom-postgres \
   -p postroom-rabbitmq -p postroom-nats -p postroom-sqs -p postroom-kafka
 step "each feature checked on its own"
+# The API documentation builds without a warning: no broken or ambiguous link, no public item
+# without its documentation (the workspace's missing_docs lint, denied here).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+step "API documentation built"
 # The run's output is kept: when tests fail, the end of the output repeats each failure's panic
 # message (the long backtraces above would otherwise push them out of a truncated log).
 nextest_log="$(mktemp)"

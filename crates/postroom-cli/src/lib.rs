@@ -14,6 +14,10 @@
 //! let code = tokio::runtime::Runtime::new().unwrap().block_on(postroom_cli::run(cli));
 //! ```
 
+// The argument structs' doc comments are the `--help` text a user reads in a terminal, where
+// `[[consumers]]` is a topology file's key and `[::1]` an address, not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 pub mod cli;
 pub mod config;
 pub mod connect;

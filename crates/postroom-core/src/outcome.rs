@@ -30,7 +30,7 @@ pub struct HandlerError {
 
 /// Error codes postroom itself gives, stored with parked messages and used in metrics.
 ///
-/// Decisions are made on [`Code`], never by comparing text: the strings are how a code is
+/// Decisions are made on [`Code`](codes::Code), never by comparing text: the strings are how a code is
 /// stored and shown.
 pub mod codes {
     /// An aggregate version arrived ahead of the one expected (the version guard).

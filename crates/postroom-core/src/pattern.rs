@@ -1,5 +1,5 @@
 //! Topic patterns, AMQP style: words separated by `.`, `*` matching exactly one word and `#`
-//! zero or more. [`matches`] is the reference every transport agrees with; [`to_regex`] is the
+//! zero or more. [`matches()`] is the reference every transport agrees with; [`to_regex`] is the
 //! same pattern as an anchored regular expression (POSIX ARE, as PostgreSQL reads it), for
 //! transports that route in SQL; brokers translate patterns to their own syntax (NATS `*` and
 //! `>`, Kafka topic names).

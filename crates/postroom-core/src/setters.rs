@@ -1,4 +1,4 @@
-//! [`setters!`](crate::setters): the builder setters of a settings type, each taking a value
+//! [`setters!`](macro@crate::setters): the builder setters of a settings type, each taking a value
 //! and returning the settings with that one field replaced.
 
 /// Write builder setters: for each entry `name: Type`, a `pub fn name(mut self, value: Type)

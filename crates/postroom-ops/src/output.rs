@@ -3,10 +3,10 @@
 //! wanted, never a panic or an error message.
 //!
 //! Two ways to end, by what the output is:
-//! - [`line`] for a command whose output is its result: the write fails with
+//! - [`line()`] for a command whose output is its result: the write fails with
 //!   [`OpsErrorKind::OutputClosed`], the command stops there, and the command line ends quietly
 //!   with success;
-//! - [`say`] for the printed summary of a run whose result is elsewhere (a demo's verdict,
+//! - [`say()`] for the printed summary of a run whose result is elsewhere (a demo's verdict,
 //!   its JSON report, its exit status): the line is dropped and the run goes on.
 
 use crate::{OpsError, OpsErrorKind, OpsResult};
@@ -48,7 +48,7 @@ pub fn say(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` for a run's summary, through [`say`].
+/// `println!` for a run's summary, through [`say()`].
 #[macro_export]
 macro_rules! say {
     () => {

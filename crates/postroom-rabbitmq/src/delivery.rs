@@ -1,5 +1,5 @@
 //! One RabbitMQ delivery and its settling acts: ack after commit; retry (the two styles are
-//! in [`retry`](crate::retry)); park by publishing a confirmed copy with diagnostics to the
+//! in the `retry` module); park by publishing a confirmed copy with diagnostics to the
 //! parking queue before acking. A failed act hands the delivery back unacked and asks
 //! for the consumer channel to be rebuilt, so the broker redelivers it.
 

@@ -2,7 +2,7 @@
 //!
 //! For each delivery: decode (a decode failure parks at once), call the handler, map the
 //! result to a [`Disposition`](crate::Disposition) through the
-//! [`RetryPolicy`](crate::RetryPolicy), and settle: ack only after the handler returned (its
+//! [`RetryPolicy`], and settle: ack only after the handler returned (its
 //! transaction committed), retry through the transport's delay, or park with diagnostics. A
 //! bounded number of deliveries run at once; a circuit breaker stops pulling while a
 //! dependency fails; a copy delivered too often without being settled is parked (crash loop).

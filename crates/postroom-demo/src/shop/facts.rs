@@ -14,7 +14,7 @@ pub const WITH_EFFECT: &str =
 pub const ATTEMPTS: &str =
     "SELECT attempt, COUNT(*) FROM shop_attempts WHERE attempt > 0 GROUP BY attempt";
 
-/// Counting queries, in the order of [`Counts`]' fields.
+/// Counting queries; [`assemble`] reads their results by position.
 pub const COUNTS: [&str; 13] = [
     "SELECT COUNT(*) FROM shop_orders",
     "SELECT COUNT(DISTINCT order_id) FROM shop_reservations",
