@@ -18,7 +18,7 @@ pub mod step;
 
 pub use batch::{BatchConfig, BatchConsumer};
 pub use breaker::{BreakerConfig, CircuitBreaker};
-pub use record::parked_record;
+pub use record::{log_parked, parked_record};
 pub use step::{Decision, Screened, Step};
 
 use crate::decode::EnvelopeDecoder;

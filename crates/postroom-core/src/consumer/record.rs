@@ -68,3 +68,36 @@ pub fn parked_record(
             .unwrap_or(0),
     }
 }
+
+/// The one log line of a parked message, once its record is stored: the consumer, the
+/// message's id and type, the code and the error. A message parked at the crash-loop bound
+/// (it killed or hung its consumer) or on a version gap that never filled (its aggregate
+/// waits behind it) is an ERROR that says ALERT; any other a WARN.
+pub fn log_parked(consumer: &str, record: &ParkedMessage, reason: &ParkReason) {
+    use crate::outcome::codes::Code;
+    let message_type = record.message_type.as_deref().unwrap_or("<undecodable>");
+    let alert = match reason.postroom_code() {
+        Some(Code::CrashLoop) => Some("it kills or hangs its consumer"),
+        Some(Code::VersionGap) => Some("the version gap before it never filled"),
+        _ => None,
+    };
+    if let Some(why) = alert {
+        tracing::error!(
+            consumer,
+            message_id = %record.message_id,
+            message_type,
+            code = %reason.error_code,
+            error = %reason.error_message,
+            "ALERT: message parked: {why}"
+        );
+    } else {
+        tracing::warn!(
+            consumer,
+            message_id = %record.message_id,
+            message_type,
+            code = %reason.error_code,
+            error = %reason.error_message,
+            "message parked"
+        );
+    }
+}

@@ -52,7 +52,7 @@ impl<H: ?Sized> Step<H> {
                         }
                         metrics::counter!(m::PARKED, "consumer" => name, "code" => reason.error_code.clone()).increment(1);
                         self.stats.record_parked(&reason.error_code);
-                        tracing::warn!(code = %reason.error_code, error = %reason.error_message, "message parked");
+                        super::log_parked(&self.config.name, &record, &reason);
                     }
                     Err((e, _back)) => self.settle_failed(
                         name,

@@ -80,7 +80,6 @@ impl<H: ?Sized> Step<H> {
     pub fn crash_loop(&self, msg: &ReceivedMessage) -> Option<ParkReason> {
         let n = msg.deliveries?;
         (n >= self.crash_loop_bound && self.crash_loop_bound > 0).then(|| {
-            tracing::error!(consumer = %self.config.name, deliveries = n, "ALERT: message delivered {n} times without being settled: parking it (it kills or hangs its consumer)");
             ParkReason {
                 error_class: ErrorClass::Unknown,
                 error_code: Code::CrashLoop.as_str().into(),
@@ -94,14 +93,14 @@ impl<H: ?Sized> Step<H> {
 
     /// Decode the body; the park reason when it cannot be.
     pub fn decode(&self, msg: &ReceivedMessage) -> Result<Envelope, ParkReason> {
-        self.config.decoder.decode_message(msg).map_err(|e| {
-            tracing::warn!(error = %e, "undecodable message: parking at once");
-            ParkReason {
+        self.config
+            .decoder
+            .decode_message(msg)
+            .map_err(|e| ParkReason {
                 error_class: ErrorClass::Permanent,
                 error_code: e.code().into(),
                 error_message: e.to_string(),
-            }
-        })
+            })
     }
 
     /// The first part of the decision, before any handler runs: a copy at the crash-loop

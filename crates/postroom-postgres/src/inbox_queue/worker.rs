@@ -88,8 +88,6 @@ impl<H: Handler + ?Sized> Worker<H> {
                     let err = gap_error(key, missing_from, missing_to);
                     metrics::counter!(m::INBOX_QUEUE_GAP_PARKED, "consumer" => cfg.name.clone())
                         .increment(1);
-                    tracing::error!(consumer = %cfg.name, key = %key, seq, waited_ms = waited.as_millis() as u64,
-                        "ALERT: sequence gap never filled; parking the waiting message");
                     let reason = ParkReason {
                         error_class: err.class,
                         error_code: err.code,
@@ -142,7 +140,7 @@ impl<H: Handler + ?Sized> Worker<H> {
         if self.queue.park(&self.id, row, &record).await? {
             metrics::counter!(m::INBOX_QUEUE_PARKED, "consumer" => cfg.name.clone(), "code" => reason.error_code.clone())
                 .increment(1);
-            tracing::warn!(consumer = %cfg.name, code = %reason.error_code, "inbox queue: message parked");
+            postroom_core::consumer::log_parked(&cfg.name, &record, &reason);
         }
         Ok(())
     }
