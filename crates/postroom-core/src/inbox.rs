@@ -18,6 +18,9 @@ pub trait InboxLookup: Send + Sync {
     /// Whether `consumer` has applied `id` (its inbox holds the id).
     async fn contains(&self, consumer: &str, id: MessageId) -> Result<bool>;
 
+    /// How many messages `consumer`'s inbox holds: the ids it has applied and not yet purged.
+    async fn count(&self, consumer: &str) -> Result<u64>;
+
     /// For each `(consumer, id)` of `items`, in order, whether that consumer has applied the
     /// id. Stores answer many at once (a dry run of redrive asks about every message it
     /// selects, up to hundreds of thousands); this default asks one at a time.

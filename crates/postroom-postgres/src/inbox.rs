@@ -260,6 +260,22 @@ impl InboxLookup for crate::PgStore {
             .pg()
     }
 
+    /// The inbox's ids and those the inbox-queue mode marked done, each once.
+    async fn count(&self, consumer: &str) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT message_id FROM {p}inbox WHERE consumer = $1
+                                   UNION
+                                   SELECT message_id FROM {p}inbox_queue WHERE consumer = $1 AND status = 'done') applied",
+            p = self.prefix()
+        );
+        let n: i64 = sqlx::query_scalar(&sql)
+            .bind(consumer)
+            .fetch_one(self.pool())
+            .await
+            .pg()?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// One statement per [`LOOKUP_CHUNK`] pairs: the positions (from 1) of those applied.
     async fn contains_each(&self, items: &[(&str, MessageId)]) -> Result<Vec<bool>> {
         let sql = format!(

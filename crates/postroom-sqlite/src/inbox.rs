@@ -78,6 +78,15 @@ impl InboxLookup for SqliteStore {
         .db()
     }
 
+    async fn count(&self, consumer: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM postroom_inbox WHERE consumer = ?")
+            .bind(consumer)
+            .fetch_one(self.pool())
+            .await
+            .db()?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// One statement per [`LOOKUP_CHUNK`] pairs, given as a JSON array of `[consumer, id]`:
     /// the positions (from 0) of those applied.
     async fn contains_each(&self, items: &[(&str, MessageId)]) -> Result<Vec<bool>> {

@@ -110,6 +110,15 @@ impl Stack {
         }
     }
 
+    /// How many messages consumer `consumer`'s inbox holds (the ids it applied and not yet
+    /// purged); `None` without a store, or with one that keeps no inbox.
+    pub async fn inbox_count(&self, consumer: &str) -> Result<Option<u64>> {
+        match self.store.as_ref().and_then(|s| s.inbox()) {
+            Some(inbox) => Ok(Some(inbox.count(consumer).await?)),
+            None => Ok(None),
+        }
+    }
+
     /// `Ok` when the store and the transport answer: the outbox can be counted and, when
     /// the workload has consumers, the first one's backlog read.
     pub async fn ready(&self) -> Result {

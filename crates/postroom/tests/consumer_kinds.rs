@@ -333,6 +333,13 @@ async fn an_inbox_queue_consumer_declared_in_one_line_stores_then_applies_each_m
         applied().await
     );
     let stats = running.stats("inventory").unwrap();
+    // What the service says of itself: the inbox holds each applied order once (the rows the
+    // queue marked done), and the relay has published everything.
+    assert_eq!(
+        running.stack().inbox_count("inventory").await.unwrap(),
+        Some(99)
+    );
+    assert_eq!(running.stack().outbox_pending().await.unwrap(), Some(0));
     running.shutdown().await;
     assert_eq!(applied().await, (99, 99), "each good order applied once");
     // Every delivery went through the queue in the database, acknowledged once stored.

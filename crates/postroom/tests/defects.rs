@@ -1,7 +1,8 @@
 //! What the facade promised and did not keep, each against real servers: a started service
 //! that runs nothing is running until it is shut down; a driver's error keeps its kind on the
 //! way to the application; a copy SQS dead-letters by itself keeps its last error when
-//! another service (a restart) ingests it.
+//! another service (a restart) ingests it; a service says how many messages a consumer's
+//! inbox holds and whether its relay has published everything.
 
 use postroom::{
     Contract, ErrorClass, ErrorKind, Handled, HandlerError, Message, Service, TypedHandler,
@@ -180,4 +181,91 @@ async fn a_copy_sqs_moved_by_itself_keeps_its_last_error_when_another_service_in
         p.error_code,
         p.error_message
     );
+}
+
+/// Applies each order once through the SQLite inbox.
+struct Reserve {
+    store: postroom::sqlite::SqliteStore,
+}
+
+#[async_trait]
+impl TypedHandler<OrderCreated> for Reserve {
+    async fn handle(&self, m: Message<OrderCreated>) -> Result<Handled, HandlerError> {
+        let mut tx = self.store.begin().await?;
+        if !postroom::sqlite::inbox::claim(&mut tx, "inventory", m.id()).await? {
+            return Ok(Handled::Duplicate);
+        }
+        tx.commit().await?;
+        Ok(Handled::Applied)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_says_what_its_inbox_holds_and_what_its_relay_has_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shop.db");
+    let service = Service::builder()
+        .database(db.to_str().unwrap())
+        .open()
+        .await
+        .unwrap();
+    let store = service
+        .store::<postroom::sqlite::SqliteStore>()
+        .unwrap()
+        .clone();
+    let mut tx = store.begin().await.unwrap();
+    for n in 0..3 {
+        let env = postroom::Envelope::builder(OrderCreated::TYPE, "shop")
+            .aggregate("order", format!("o-{n}"), 1)
+            .data(serde_json::json!({"order_id": format!("o-{n}")}))
+            .build();
+        let msg = postroom::OutgoingMessage::from_envelope(&env, OrderCreated::TYPE);
+        postroom::sqlite::outbox::enqueue(&mut tx, &msg)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    // Written, not yet relayed: three rows left, an empty inbox.
+    let idle = Service::builder()
+        .database(db.to_str().unwrap())
+        .open()
+        .await
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(idle.stack().outbox_pending().await.unwrap(), Some(3));
+    assert_eq!(
+        idle.stack().inbox_count("inventory").await.unwrap(),
+        Some(0)
+    );
+    idle.shutdown().await;
+
+    let running = service
+        .consumer(consumer::<OrderCreated>(
+            "inventory",
+            Reserve {
+                store: store.clone(),
+            },
+        ))
+        .relay()
+        .start()
+        .await
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while running.stats("inventory").unwrap().applied < 3 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(running.stack().outbox_pending().await.unwrap(), Some(0));
+    assert_eq!(
+        running.stack().inbox_count("inventory").await.unwrap(),
+        Some(3)
+    );
+    assert_eq!(
+        running.stack().inbox_count("billing").await.unwrap(),
+        Some(0),
+        "a consumer that applied nothing holds nothing"
+    );
+    running.shutdown().await;
 }
