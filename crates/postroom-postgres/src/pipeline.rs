@@ -41,10 +41,13 @@ impl PgStore {
     }
 
     /// Age of the oldest unpublished outbox row (the relay's lag), `None` when every row is
-    /// published.
+    /// published. A scheduled row counts from its due time, and not before it.
     pub async fn relay_lag(&self) -> Result<Option<Duration>> {
         let secs: Option<f64> = sqlx::query_scalar(&format!(
-            "SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM {p}outbox WHERE published_at IS NULL",
+            "SELECT EXTRACT(EPOCH FROM now() - least(
+                 (SELECT min(created_at) FROM {p}outbox WHERE published_at IS NULL AND not_before IS NULL),
+                 (SELECT min(greatest(not_before, created_at)) FROM {p}outbox
+                  WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before <= now())))::float8",
             p = self.prefix()
         ))
         .fetch_one(self.pool())

@@ -38,11 +38,16 @@ impl SqliteStore {
     }
 
     /// Age of the oldest unpublished outbox row (the relay's lag), `None` when every row
-    /// is published.
+    /// is published. A scheduled row counts from its due time, and not before it.
     pub async fn relay_lag(&self) -> Result<Option<Duration>> {
         let oldest: Option<i64> = sqlx::query_scalar(
-            "SELECT MIN(created_at) FROM postroom_outbox WHERE published_at IS NULL",
+            "SELECT MIN(t) FROM (
+               SELECT MIN(created_at) AS t FROM postroom_outbox WHERE published_at IS NULL AND not_before IS NULL
+               UNION ALL
+               SELECT MIN(MAX(not_before, created_at)) FROM postroom_outbox
+               WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before <= ?)",
         )
+        .bind(now_ms())
         .fetch_one(self.pool())
         .await
         .db()?;
