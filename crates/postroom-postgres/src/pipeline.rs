@@ -56,6 +56,19 @@ impl PgStore {
         Ok(secs.map(crate::seconds))
     }
 
+    /// Scheduled outbox rows not yet due, and when the first of them falls due.
+    pub async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)> {
+        let (n, next): (i64, Option<DateTime<Utc>>) = sqlx::query_as(&format!(
+            "SELECT count(*), min(not_before) FROM {p}outbox
+             WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before > now()",
+            p = self.prefix()
+        ))
+        .fetch_one(self.pool())
+        .await
+        .pg()?;
+        Ok((u64::try_from(n).unwrap_or(0), next))
+    }
+
     /// Messages `consumer` handled (inbox rows) and parked since `since`.
     pub async fn activity_since(&self, consumer: &str, since: DateTime<Utc>) -> Result<(u64, u64)> {
         let (handled, parked): (i64, i64) = sqlx::query_as(&format!(

@@ -54,6 +54,19 @@ impl SqliteStore {
         Ok(oldest.map(|t| (Utc::now() - from_ms(t)).to_std().unwrap_or_default()))
     }
 
+    /// Scheduled outbox rows not yet due, and when the first of them falls due.
+    pub async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)> {
+        let (n, next): (i64, Option<i64>) = sqlx::query_as(
+            "SELECT COUNT(*), MIN(not_before) FROM postroom_outbox
+             WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before > ?",
+        )
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await
+        .db()?;
+        Ok((n.max(0) as u64, next.map(from_ms)))
+    }
+
     /// Messages `consumer` handled (inbox rows) and parked since `since`.
     pub async fn activity_since(&self, consumer: &str, since: DateTime<Utc>) -> Result<(u64, u64)> {
         let t = since.timestamp_millis();
