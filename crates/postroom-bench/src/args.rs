@@ -25,6 +25,9 @@ pub enum Scenario {
     Latency,
     /// Many retries walking the ladder: none early, p99 lateness within budget.
     Retry,
+    /// Scheduled sends on the embedded outbox (SQLite): none published early, p99 lateness
+    /// within 100 ms, with a relay whose idle wait is a minute.
+    Scheduled,
     /// The handler's database down under load: consumer CPU and broker deliveries.
     HotLoop,
     /// Relay and consumer RSS with a large backlog, each in its own process.
@@ -71,13 +74,14 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in run order.
-    pub const ALL: [Scenario; 18] = [
+    pub const ALL: [Scenario; 19] = [
         Scenario::Relay,
         Scenario::RelayNoAggregate,
         Scenario::Consumer,
         Scenario::Embedded,
         Scenario::Latency,
         Scenario::Retry,
+        Scenario::Scheduled,
         Scenario::HotLoop,
         Scenario::Memory,
         Scenario::PgRelay,

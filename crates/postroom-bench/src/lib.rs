@@ -14,6 +14,7 @@
 //! | `embedded` | relay and consumer on SQLite | raw SQLite transactions of the same shape | ≥ 0.9 / ≥ 0.8 |
 //! | `latency` | outbox commit → handler start, p99: through the relay; sent by the producer after its commit | raw publish → raw delivery, p99 | report; ≤ 1.5× |
 //! | `retry` | p99 lateness of retries over the ladder | 10 % of the stage delay (floor 200 ms) | ≤ 1, none early |
+//! | `scheduled` | p99 lateness of scheduled sends on SQLite, relay idle wait 60 s | 100 ms | ≤ 1, none early |
 //! | `hot-loop` | consumer CPU and deliveries with the database down | 5 % of a core; messages × stages | ≤ 1 |
 //! | `memory` | relay and consumer peak RSS over a backlog, own processes | 64 MiB | ≤ 1 |
 //! | `nats-relay` | `OutboxRelay` PostgreSQL → JetStream stream (PubAck, `Nats-Msg-Id`) | raw async-nats publish, PubAcks awaited | ≥ 0.9 |

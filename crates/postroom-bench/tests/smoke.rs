@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-const EXPECTED: [&str; 30] = [
+const EXPECTED: [&str; 31] = [
     "relay_pg_to_rabbitmq",
     "consumer_inbox_pg",
     "consumer_inbox_pg_batched",
@@ -13,6 +13,7 @@ const EXPECTED: [&str; 30] = [
     "embedded_consumer_sqlite",
     "latency_e2e_p99",
     "retry_lateness_p99",
+    "scheduled_lateness_p99",
     "hot_loop_cpu",
     "hot_loop_deliveries",
     "memory_relay_rss",

@@ -3,7 +3,7 @@
 //! interval into a ring buffer (no Prometheus needed to draw the charts), and sets the same
 //! figures as gauges for `/metrics`.
 
-use crate::backend::{ConsumerFigures, ParkingConsole, PipelineProbe};
+use crate::backend::{ConsumerFigures, ParkingConsole, PipelineProbe, ScheduledFigures};
 use crate::feeds::{FeedSample, FeedScraper};
 use crate::metrics as cm;
 use chrono::{DateTime, Utc};
@@ -36,6 +36,8 @@ pub struct Sample {
     pub relay_lag: Option<Duration>,
     /// Unpublished outbox rows.
     pub outbox_pending: u64,
+    /// Scheduled outbox rows not yet due (among the unpublished ones).
+    pub scheduled: ScheduledFigures,
     /// By consumer.
     pub consumers: BTreeMap<String, ConsumerSample>,
     /// The watched inbox feeds, in the order given (read by the sampler; empty in a sample
@@ -130,6 +132,7 @@ pub async fn sample(
     prometheus: Option<&PrometheusHandle>,
 ) -> postroom_core::Result<Sample> {
     let (relay_lag, outbox_pending) = probe.relay().await?;
+    let scheduled = probe.scheduled().await?;
     let retries = prometheus.map(retries_by_consumer);
     let mut consumers = BTreeMap::new();
     for name in probe.consumers().await? {
@@ -174,6 +177,7 @@ pub async fn sample(
         at: Utc::now(),
         relay_lag,
         outbox_pending,
+        scheduled,
         consumers,
         feeds: Vec::new(),
     })
@@ -262,6 +266,7 @@ mod tests {
             at: DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap(),
             relay_lag: None,
             outbox_pending: 0,
+            scheduled: ScheduledFigures::default(),
             consumers,
             feeds: Vec::new(),
         }

@@ -49,6 +49,7 @@ pub mod parking;
 pub mod pattern;
 pub mod relay;
 pub mod retry;
+pub mod schedule;
 pub mod setters;
 pub mod sql_store;
 pub mod stats;
@@ -75,6 +76,7 @@ pub use parking::{
 };
 pub use relay::{OutboxRelay, RelayConfig};
 pub use retry::{RetryLadder, RetryPolicy};
+pub use schedule::{NotBefore, ScheduledMessage};
 pub use transport::{
     Backlog, BacklogProbe, BoxDelivery, BoxSubscriber, BrokerTopology, Capabilities,
     DelayCapability, Delivery, FanOutPublisher, KeyOrdering, PublishTarget, Publisher, QueueConfig,

@@ -69,7 +69,8 @@ impl OutboxRecord {
 ///
 /// `claim` must keep per-aggregate order across relays: it returns a row only if no earlier
 /// unpublished row of the same aggregate exists, and at most one row per aggregate per call,
-/// so version n+1 is never published before n is confirmed.
+/// so version n+1 is never published before n is confirmed. It never returns a scheduled row
+/// ([`crate::schedule`]) before its time; such a row is its own aggregate.
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
     /// Claim up to `limit` publishable rows for `lease`, for relay `relay_id`.
@@ -115,7 +116,9 @@ pub trait OutboxStore: Send + Sync {
     async fn pending(&self) -> Result<u64>;
 
     /// Wait until rows may have become claimable for `relay_id` since its last claim began
-    /// (new rows, or published rows whose successors are now heads), or `max_wait` passes.
+    /// (new rows, published rows whose successors are now heads, a scheduled row that fell
+    /// due), or `max_wait` passes. A store with scheduled rows ends the wait no later than the
+    /// next one falls due.
     async fn wait_for_rows(&self, relay_id: &str, max_wait: Duration) {
         let _ = relay_id;
         tokio::time::sleep(max_wait).await;

@@ -80,6 +80,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "wal_position",
         sql: include_str!("../migrations/0012_wal_position.sql"),
     },
+    Migration {
+        version: 13,
+        name: "outbox_not_before",
+        sql: include_str!("../migrations/0013_outbox_not_before.sql"),
+    },
 ];
 
 /// The latest schema version this crate knows.

@@ -41,16 +41,32 @@ impl PgStore {
     }
 
     /// Age of the oldest unpublished outbox row (the relay's lag), `None` when every row is
-    /// published.
+    /// published. A scheduled row counts from its due time, and not before it.
     pub async fn relay_lag(&self) -> Result<Option<Duration>> {
         let secs: Option<f64> = sqlx::query_scalar(&format!(
-            "SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM {p}outbox WHERE published_at IS NULL",
+            "SELECT EXTRACT(EPOCH FROM now() - least(
+                 (SELECT min(created_at) FROM {p}outbox WHERE published_at IS NULL AND not_before IS NULL),
+                 (SELECT min(greatest(not_before, created_at)) FROM {p}outbox
+                  WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before <= now())))::float8",
             p = self.prefix()
         ))
         .fetch_one(self.pool())
         .await
         .pg()?;
         Ok(secs.map(crate::seconds))
+    }
+
+    /// Scheduled outbox rows not yet due, and when the first of them falls due.
+    pub async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)> {
+        let (n, next): (i64, Option<DateTime<Utc>>) = sqlx::query_as(&format!(
+            "SELECT count(*), min(not_before) FROM {p}outbox
+             WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before > now()",
+            p = self.prefix()
+        ))
+        .fetch_one(self.pool())
+        .await
+        .pg()?;
+        Ok((u64::try_from(n).unwrap_or(0), next))
     }
 
     /// Messages `consumer` handled (inbox rows) and parked since `since`.

@@ -1,11 +1,15 @@
-//! The outbox on SQLite: [`enqueue`] in the caller's transaction, and [`OutboxStore`] for relays.
+//! The outbox on SQLite: [`enqueue`] (and [`schedule`], [`cancel`]) in the caller's
+//! transaction, and [`OutboxStore`] for relays.
 
 use crate::SqliteStore;
 use crate::error::SqlxResultExt;
-use crate::time::{from_ms, ms, now_ms};
+use crate::time::{due_ms, from_ms, ms, now_ms};
 use postroom_core::message::truncate;
 use postroom_core::outbox::{MAX_RELEASE_ERROR_CHARS, route_from_parts, route_parts};
-use postroom_core::{MessageId, OutboxRecord, OutboxStore, OutgoingMessage, Result, async_trait};
+use postroom_core::{
+    MessageId, NotBefore, OutboxRecord, OutboxStore, OutgoingMessage, Result, ScheduledMessage,
+    async_trait,
+};
 use sqlx::{Row, SqliteConnection};
 use std::time::Duration;
 
@@ -31,6 +35,61 @@ pub async fn enqueue(conn: &mut SqliteConnection, message: &OutgoingMessage) -> 
     .await
     .db()?;
     Ok(())
+}
+
+/// The first stored millisecond at or after `at`: a row due then is never claimed before `at`.
+fn ceil_ms(at: chrono::DateTime<chrono::Utc>) -> i64 {
+    at.timestamp_micros().saturating_add(999).div_euclid(1000)
+}
+
+/// Write `message` into the outbox inside the caller's transaction, to be published not
+/// before its time ([`postroom_core::schedule`]): no relay claims it earlier. It is ordered
+/// under its own id, so it neither waits behind its aggregate's other rows nor holds them
+/// back. [`cancel`] removes it until a relay takes it.
+pub async fn schedule(conn: &mut SqliteConnection, message: &ScheduledMessage) -> Result<()> {
+    let m = &message.message;
+    let (kind, route) = route_parts(&m.route);
+    let now = now_ms();
+    let due = match message.not_before {
+        NotBefore::At(at) => ceil_ms(at),
+        NotBefore::After(delay) => due_ms(delay),
+    };
+    sqlx::query(
+        "INSERT INTO postroom_outbox (message_id, route_kind, route, headers, body, aggregate_key, created_at, available_at, not_before)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?1, ?6, ?7, ?7)",
+    )
+    .bind(m.id.to_string())
+    .bind(kind)
+    .bind(route)
+    .bind(serde_json::to_string(&m.headers).expect("headers serialise"))
+    .bind(&m.body)
+    .bind(now)
+    .bind(due)
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
+/// Remove the scheduled row `id` inside the caller's transaction, if no relay has taken it:
+/// true if it was removed (it will not be published), false if it was published, is being
+/// published (a relay holds its lease), is not a scheduled row, or is unknown.
+///
+/// A relay that published the row and died before marking it leaves the row looking unsent
+/// once its lease has run out: a cancel then removes it and says true, though the broker has
+/// the message (as at-least-once delivery allows a copy, the consumers' inbox sees it once).
+pub async fn cancel(conn: &mut SqliteConnection, id: MessageId) -> Result<bool> {
+    let done = sqlx::query(
+        "DELETE FROM postroom_outbox
+         WHERE message_id = ? AND published_at IS NULL AND not_before IS NOT NULL
+           AND (locked_until IS NULL OR locked_until < ?)",
+    )
+    .bind(id.to_string())
+    .bind(now_ms())
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(done.rows_affected() > 0)
 }
 
 fn record(row: &sqlx::sqlite::SqliteRow) -> Result<OutboxRecord> {
@@ -65,16 +124,27 @@ impl OutboxStore for SqliteStore {
         let _turn = self.write_turn().await;
         let now = now_ms();
         // One statement: select the head of each aggregate (no earlier unpublished row of the
-        // same aggregate) and lease it.
+        // same aggregate) and lease it. Scheduled rows that fell due come first (they are
+        // late already), found by due time; each is its own aggregate. Rows not yet due are
+        // in neither index walked.
         let rows = sqlx::query(
             "UPDATE postroom_outbox SET locked_by = ?3, locked_until = ?4
              WHERE seq IN (
-               SELECT o.seq FROM postroom_outbox o
-               WHERE o.published_at IS NULL AND o.available_at <= ?1
-                 AND (o.locked_until IS NULL OR o.locked_until < ?1)
-                 AND NOT EXISTS (SELECT 1 FROM postroom_outbox p
-                                 WHERE p.aggregate_key = o.aggregate_key AND p.published_at IS NULL AND p.seq < o.seq)
-               ORDER BY o.seq LIMIT ?2)
+               SELECT seq FROM (
+                 SELECT 0 AS scheduled, seq, seq AS rank FROM (
+                   SELECT o.seq FROM postroom_outbox o
+                   WHERE o.published_at IS NULL AND o.not_before IS NULL AND o.available_at <= ?1
+                     AND (o.locked_until IS NULL OR o.locked_until < ?1)
+                     AND NOT EXISTS (SELECT 1 FROM postroom_outbox p
+                                     WHERE p.aggregate_key = o.aggregate_key AND p.published_at IS NULL AND p.seq < o.seq)
+                   ORDER BY o.seq LIMIT ?2)
+                 UNION ALL
+                 SELECT 1 AS scheduled, seq, not_before AS rank FROM (
+                   SELECT s.seq, s.not_before FROM postroom_outbox s
+                   WHERE s.published_at IS NULL AND s.not_before IS NOT NULL AND s.not_before <= ?1
+                     AND s.available_at <= ?1 AND (s.locked_until IS NULL OR s.locked_until < ?1)
+                   ORDER BY s.not_before LIMIT ?2))
+               ORDER BY scheduled DESC, rank LIMIT ?2)
              RETURNING *",
         )
         .bind(now)
@@ -154,8 +224,14 @@ impl OutboxStore for SqliteStore {
         let deadline = tokio::time::Instant::now() + max_wait;
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20).min(max_wait)).await;
+            // Due scheduled rows are looked for by due time, so that rows not yet due are not
+            // scanned every 20 ms.
             let ready: Option<i64> = sqlx::query_scalar(
-                "SELECT 1 FROM postroom_outbox WHERE published_at IS NULL AND available_at <= ? LIMIT 1",
+                "SELECT 1 WHERE EXISTS (SELECT 1 FROM postroom_outbox
+                                        WHERE published_at IS NULL AND not_before IS NULL AND available_at <= ?1)
+                             OR EXISTS (SELECT 1 FROM postroom_outbox
+                                        WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before <= ?1
+                                          AND available_at <= ?1)",
             )
             .bind(now_ms())
             .fetch_optional(&self.pool)

@@ -38,15 +38,33 @@ impl SqliteStore {
     }
 
     /// Age of the oldest unpublished outbox row (the relay's lag), `None` when every row
-    /// is published.
+    /// is published. A scheduled row counts from its due time, and not before it.
     pub async fn relay_lag(&self) -> Result<Option<Duration>> {
         let oldest: Option<i64> = sqlx::query_scalar(
-            "SELECT MIN(created_at) FROM postroom_outbox WHERE published_at IS NULL",
+            "SELECT MIN(t) FROM (
+               SELECT MIN(created_at) AS t FROM postroom_outbox WHERE published_at IS NULL AND not_before IS NULL
+               UNION ALL
+               SELECT MIN(MAX(not_before, created_at)) FROM postroom_outbox
+               WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before <= ?)",
         )
+        .bind(now_ms())
         .fetch_one(self.pool())
         .await
         .db()?;
         Ok(oldest.map(|t| (Utc::now() - from_ms(t)).to_std().unwrap_or_default()))
+    }
+
+    /// Scheduled outbox rows not yet due, and when the first of them falls due.
+    pub async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)> {
+        let (n, next): (i64, Option<i64>) = sqlx::query_as(
+            "SELECT COUNT(*), MIN(not_before) FROM postroom_outbox
+             WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before > ?",
+        )
+        .bind(now_ms())
+        .fetch_one(self.pool())
+        .await
+        .db()?;
+        Ok((n.max(0) as u64, next.map(from_ms)))
     }
 
     /// Messages `consumer` handled (inbox rows) and parked since `since`.

@@ -23,6 +23,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "last_errors",
         include_str!("../migrations/0005_last_errors.sql"),
     ),
+    (
+        6,
+        "outbox_not_before",
+        include_str!("../migrations/0006_outbox_not_before.sql"),
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -114,8 +114,8 @@ pub use postroom_core::stats::StatsSnapshot;
 pub use postroom_core::typed::{Contract, Message, TypedHandler, typed};
 pub use postroom_core::{
     BatchHandler, Envelope, EnvelopeDecoder, Error, ErrorClass, ErrorKind, ForeignFormat, Handled,
-    Handler, HandlerError, Incoming, MessageId, Ordering, OutgoingMessage, RelayConfig, Result,
-    RetryLadder, RetryPolicy, Subscription, Transport, async_trait,
+    Handler, HandlerError, Incoming, MessageId, NotBefore, Ordering, OutgoingMessage, RelayConfig,
+    Result, RetryLadder, RetryPolicy, ScheduledMessage, Subscription, Transport, async_trait,
 };
 
 /// The broker- and database-free core: every type of the consumer and relay loops.

@@ -17,6 +17,7 @@ pub mod nats_relay;
 pub mod pg_store;
 pub mod relay;
 pub mod retry;
+pub mod scheduled;
 pub mod sqs;
 pub mod timed;
 pub mod wal_relay;
@@ -41,6 +42,7 @@ pub async fn run(ctx: &Ctx, s: Scenario) -> Result<Vec<Measurement>, BenchError>
         ]),
         Scenario::Latency => latency::run(ctx).await,
         Scenario::Retry => Ok(vec![retry::run(ctx).await?]),
+        Scenario::Scheduled => Ok(vec![scheduled::run(ctx).await?]),
         Scenario::HotLoop => hot_loop::run(ctx).await,
         Scenario::Memory => memory::run(ctx).await,
         Scenario::PgRelay => pg_store::relay::run(ctx).await,

@@ -14,6 +14,7 @@ pub use postgres::PgBackend;
 pub use sqlite::SqliteBackend;
 pub use store::{ConsoleStore, StoreBackend};
 
+use chrono::{DateTime, Utc};
 use postroom_core::{
     AuditLog, Backlog, InboxLookup, ParkingArchive, ParkingStore, Publisher, Result, async_trait,
 };
@@ -57,6 +58,15 @@ pub struct ConsumerFigures {
     pub parked_last_minute: u64,
 }
 
+/// The outbox's scheduled rows that are not yet due.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScheduledFigures {
+    /// How many.
+    pub waiting: u64,
+    /// When the first of them falls due.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
 /// The pipeline as the console watches it.
 #[async_trait]
 pub trait PipelineProbe: Send + Sync + 'static {
@@ -68,6 +78,9 @@ pub trait PipelineProbe: Send + Sync + 'static {
 
     /// Age of the oldest unpublished outbox row (`None`: nothing waits), and how many wait.
     async fn relay(&self) -> Result<(Option<Duration>, u64)>;
+
+    /// The scheduled outbox rows not yet due.
+    async fn scheduled(&self) -> Result<ScheduledFigures>;
 
     /// Ready when the stores and the broker answer.
     async fn ready(&self) -> Result<()>;

@@ -48,6 +48,10 @@ impl ConsoleStore for PgStore {
         OutboxStore::pending(&self.outbox()).await
     }
 
+    async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)> {
+        PgStore::scheduled_rows(self).await
+    }
+
     async fn activity_since(&self, consumer: &str, since: DateTime<Utc>) -> Result<(u64, u64)> {
         PgStore::activity_since(self, consumer, since).await
     }

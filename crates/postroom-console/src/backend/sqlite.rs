@@ -49,6 +49,10 @@ impl ConsoleStore for SqliteStore {
         OutboxStore::pending(self).await
     }
 
+    async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)> {
+        SqliteStore::scheduled_rows(self).await
+    }
+
     async fn activity_since(&self, consumer: &str, since: DateTime<Utc>) -> Result<(u64, u64)> {
         SqliteStore::activity_since(self, consumer, since).await
     }

@@ -2,7 +2,7 @@
 //! any transport as the place redrives go and backlogs are read (the store's table queue, or
 //! a broker). One body serves every store; what differs between them is [`ConsoleStore`].
 
-use super::{ConsoleParking, ConsumerFigures, ParkingConsole, PipelineProbe};
+use super::{ConsoleParking, ConsumerFigures, ParkingConsole, PipelineProbe, ScheduledFigures};
 use chrono::{DateTime, Utc};
 use postroom_core::{
     AuditLog, InboxLookup, ParkingArchive, ParkingStore, Publisher, Result, Transport, async_trait,
@@ -40,6 +40,9 @@ pub trait ConsoleStore: InboxLookup + Clone + Send + Sync + 'static {
 
     /// Outbox rows waiting to be published.
     async fn relay_pending(&self) -> Result<u64>;
+
+    /// Scheduled outbox rows not yet due, and when the first of them falls due.
+    async fn scheduled_rows(&self) -> Result<(u64, Option<DateTime<Utc>>)>;
 
     /// Messages `consumer` handled and parked since `since`.
     async fn activity_since(&self, consumer: &str, since: DateTime<Utc>) -> Result<(u64, u64)>;
@@ -114,6 +117,11 @@ impl<S: ConsoleStore> PipelineProbe for StoreBackend<S> {
         let lag = self.store.relay_lag().await?;
         let pending = self.store.relay_pending().await?;
         Ok((lag, pending))
+    }
+
+    async fn scheduled(&self) -> Result<ScheduledFigures> {
+        let (waiting, next_due) = self.store.scheduled_rows().await?;
+        Ok(ScheduledFigures { waiting, next_due })
     }
 
     async fn ready(&self) -> Result<()> {

@@ -38,10 +38,14 @@ pub(crate) async fn show(state: State, Extension(s): Extension<Session>) -> Resp
         }
     };
     let lag = latest.relay_lag.map_or("none waiting".to_string(), age);
+    let next_due = latest.scheduled.next_due.map_or("none".to_string(), |t| {
+        t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
+    });
     let _ = write!(
         body,
-        r#"<section class="relay"><h2>Relay</h2><p>Oldest unpublished outbox row: <strong id="relay-lag">{lag}</strong>; <span id="outbox-pending">{}</span> row(s) waiting.</p><div class="charts">{}</div></section>"#,
+        r#"<section class="relay"><h2>Relay</h2><p>Oldest unpublished outbox row: <strong id="relay-lag">{lag}</strong>; <span id="outbox-pending">{}</span> row(s) waiting, of them <span id="scheduled-waiting">{}</span> scheduled for later (next due: <span id="scheduled-next-due">{next_due}</span>).</p><div class="charts">{}</div></section>"#,
         latest.outbox_pending,
+        latest.scheduled.waiting,
         html::chart(
             "chart-relay-lag",
             "relay lag (s)",
@@ -161,6 +165,8 @@ pub(crate) async fn json(state: State) -> Response {
         "at": latest.at.to_rfc3339(),
         "relay_lag_seconds": latest.relay_lag.map(|d| d.as_secs_f64()),
         "outbox_pending": latest.outbox_pending,
+        "scheduled_waiting": latest.scheduled.waiting,
+        "scheduled_next_due": latest.scheduled.next_due.map(|t| t.to_rfc3339()),
         "consumers": consumers,
         "feeds": feeds::json(&samples),
         "samples_kept": samples.len(),

@@ -10,11 +10,18 @@
 //! fire `pg_notify('{prefix}outbox')` from a statement trigger, and so does a mark that leaves
 //! a new head to the other relays; [`OutboxStore::wait_for_rows`] listens for it and falls
 //! back to polling.
+//!
+//! [`schedule`] writes a row that is not claimed before its time, and [`cancel`] removes one
+//! until a relay takes it. Claims find the scheduled rows that fell due by due time (rows not
+//! yet due are never scanned), and each claim tells the relays when the next one falls due, so
+//! that [`OutboxStore::wait_for_rows`] sleeps no longer than until then.
 
+mod schedule;
 mod send;
 mod wakeup;
 
 pub use postroom_core::relay::{OutboxSender, Sent, ToSend};
+pub use schedule::{cancel, schedule};
 pub use send::enqueue_to_send;
 
 use crate::error::SqlxResultExt;
@@ -217,7 +224,7 @@ impl PgOutbox {
         self
     }
 
-    /// Run a claim statement (see [`window_scan`] and [`lease_rows`] for its parameters;
+    /// Run a claim statement (see [`window_scan`] and [`lease_claimed`] for its parameters;
     /// with `marked`, `$6` are the ids to mark, `$7` the horizon and `$8` the channel) and
     /// note what its scan of the oldest rows found.
     async fn run_claim(
@@ -250,13 +257,17 @@ impl PgOutbox {
                 .bind(self.prefix.outbox_channel());
         }
         let rows = q.fetch_all(&self.pool).await.pg()?;
-        // Every row carries the same counts; the statement returns at least one row when
-        // it marks, and none when a plain claim finds nothing.
+        // Every row carries the same counts and time to the next due row; the statement
+        // returns at least one row.
         let (kept, scanned) = match rows.first() {
-            Some(row) => (
-                row.try_get::<i64, _>("kept").pg()?,
-                row.try_get::<i64, _>("scanned").pg()?,
-            ),
+            Some(row) => {
+                let next: Option<f64> = row.try_get("next_due_in").pg()?;
+                self.wakeup.next_due_in(next);
+                (
+                    row.try_get::<i64, _>("kept").pg()?,
+                    row.try_get::<i64, _>("scanned").pg()?,
+                )
+            }
             None => (0, 0),
         };
         if scan_limit > kept {
@@ -289,8 +300,8 @@ fn affinity_horizon(limit: usize) -> i64 {
 }
 
 /// The common claim, as CTE `c` of a statement that binds `$2` (window), `$5` (the batch
-/// size) and has a CTE `a` (rows already claimed by the statement): the heads among the oldest
-/// due, unleased rows, at most `limit_expr` of them. An older unpublished row of the same
+/// size) and has CTEs `a` and `d` (rows already claimed by the statement): the heads among the
+/// oldest due, unleased, unscheduled rows, at most `limit_expr` of them. An older unpublished row of the same
 /// aggregate, leased or delayed, keeps a row out. The window bounds the work of a claim that
 /// finds little: without it, a relay whose every head is held by another relay would walk the
 /// whole backlog on each try. The window is read once, lazily and in `seq` order: a claim
@@ -308,7 +319,7 @@ fn window_scan(p: &TablePrefix, limit_expr: &str, lock_first: bool) -> String {
             "c AS (
                 SELECT o.seq FROM (
                     SELECT seq, aggregate_key FROM {p}outbox
-                    WHERE published_at IS NULL AND available_at <= now()
+                    WHERE published_at IS NULL AND not_before IS NULL AND available_at <= now()
                       AND (locked_until IS NULL OR locked_until < now())
                     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) AS o
                 WHERE NOT EXISTS (SELECT 1 FROM {p}outbox e
@@ -319,7 +330,7 @@ fn window_scan(p: &TablePrefix, limit_expr: &str, lock_first: bool) -> String {
         format!(
             "w AS (
                 SELECT seq FROM {p}outbox
-                WHERE published_at IS NULL AND available_at <= now()
+                WHERE published_at IS NULL AND not_before IS NULL AND available_at <= now()
                   AND (locked_until IS NULL OR locked_until < now())
                 ORDER BY seq LIMIT $2),
              c AS (
@@ -333,23 +344,81 @@ fn window_scan(p: &TablePrefix, limit_expr: &str, lock_first: bool) -> String {
     }
 }
 
-/// CTE `l`: lease the rows of `a` and `c` to relay `$3` for `$4` seconds.
-fn lease_rows(p: &TablePrefix) -> String {
+/// CTE `d`: scheduled rows that fell due, unleased, earliest due first, at most `$5` less the
+/// rows of `a` (so none when the scan of the oldest rows is skipped). They come before the
+/// oldest rows (they are late already) and are found by due time: the rows not yet due are
+/// never read. Each is its own aggregate, so none waits behind another row.
+fn due_scan(p: &TablePrefix, limit_expr: &str) -> String {
+    format!(
+        "d AS (
+            SELECT seq FROM {p}outbox
+            WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before <= now()
+              AND available_at <= now() AND (locked_until IS NULL OR locked_until < now())
+            ORDER BY not_before LIMIT {limit_expr} FOR UPDATE SKIP LOCKED)"
+    )
+}
+
+/// The limit of [`due_scan`] in the relays' claims: `$5` less the rows of `a`.
+const DUE_LIMIT: &str = "greatest($5 - (SELECT count(*) FROM a), 0)";
+
+/// A claim of the scheduled rows that fell due alone, at most `$1`, leased to `$2` for `$3`
+/// seconds: for the WAL relay's timer (the log publishes the other rows). Returns one row even
+/// when it claims nothing, to carry the time to the next due row.
+pub(crate) fn due_claim_sql(p: &TablePrefix) -> String {
+    format!(
+        "WITH {due}, {lease}
+         SELECT l.*, {next} FROM (SELECT 1) AS one LEFT JOIN l ON true",
+        due = due_scan(p, "$1"),
+        lease = lease_rows(p, "d", "$2", "$3"),
+        next = next_due_in(p),
+    )
+}
+
+/// The seconds until the next scheduled row falls due (NULL if none is waiting): the relays
+/// sleep no longer than that.
+fn next_due_in(p: &TablePrefix) -> String {
+    format!(
+        "(SELECT extract(epoch FROM min(not_before) - now())::float8 FROM {p}outbox
+          WHERE published_at IS NULL AND not_before IS NOT NULL AND not_before > now()) AS next_due_in"
+    )
+}
+
+/// The limit of the scan of the oldest rows: what `$5` leaves after `a` and `d`.
+const SCAN_LIMIT: &str = "greatest($5 - (SELECT count(*) FROM a) - (SELECT count(*) FROM d), 0)";
+
+/// CTE `l`: lease the rows of `a`, `d` and `c` to relay `$3` for `$4` seconds.
+fn lease_claimed(p: &TablePrefix) -> String {
+    lease_rows(
+        p,
+        "a UNION ALL SELECT seq FROM d UNION ALL SELECT seq FROM c",
+        "$3",
+        "$4",
+    )
+}
+
+/// CTE `l`: lease the rows of `from` (`SELECT seq FROM {from}`) to relay `relay` for `secs`
+/// seconds.
+fn lease_rows(p: &TablePrefix, from: &str, relay: &str, secs: &str) -> String {
     format!(
         "l AS (
-            UPDATE {p}outbox o SET locked_by = $3, locked_until = now() + make_interval(secs => $4)
-            WHERE o.seq = ANY(ARRAY(SELECT seq FROM a UNION ALL SELECT seq FROM c))
+            UPDATE {p}outbox o SET locked_by = {relay}, locked_until = now() + make_interval(secs => {secs})
+            WHERE o.seq = ANY(ARRAY(SELECT seq FROM {from}))
             RETURNING o.seq, o.id, o.route_kind, o.route, o.headers, o.body, o.aggregate_key, o.created_at, o.publish_attempts)"
     )
 }
 
-/// The common claim: the heads among the oldest rows (see [`window_scan`]).
+/// The common claim: the scheduled rows that fell due (see [`due_scan`]), then the heads
+/// among the oldest rows (see [`window_scan`]). It returns one row even when it claims
+/// nothing, to carry the counts and the time to the next due row.
 fn claim_sql(p: &TablePrefix, lock_first: bool) -> String {
     format!(
-        "WITH a AS (SELECT NULL::bigint AS seq WHERE false), {scan}, {lease}
-         SELECT l.*, 0::bigint AS kept, (SELECT count(*) FROM c) AS scanned FROM l",
-        scan = window_scan(p, "$5", lock_first),
-        lease = lease_rows(p),
+        "WITH a AS (SELECT NULL::bigint AS seq WHERE false), {due}, {scan}, {lease}
+         SELECT l.*, 0::bigint AS kept, (SELECT count(*) FROM c) + (SELECT count(*) FROM d) AS scanned, {next}
+         FROM (SELECT 1) AS one LEFT JOIN l ON true",
+        due = due_scan(p, DUE_LIMIT),
+        scan = window_scan(p, SCAN_LIMIT, lock_first),
+        lease = lease_claimed(p),
+        next = next_due_in(p),
     )
 }
 
@@ -377,22 +446,24 @@ fn mark_and_claim_sql(p: &TablePrefix, lock_first: bool, delete: bool) -> String
                     ORDER BY o.seq LIMIT 1) AS s),
              h AS (
                 SELECT min(seq) + $7 AS horizon FROM {p}outbox
-                WHERE published_at IS NULL AND available_at <= now()),
+                WHERE published_at IS NULL AND not_before IS NULL AND available_at <= now()),
              a AS (
                 SELECT o.seq FROM {p}outbox o
                 WHERE o.seq IN (SELECT seq FROM n WHERE claimable AND seq <= (SELECT horizon FROM h))
                   AND o.published_at IS NULL AND o.available_at <= now()
                   AND (o.locked_until IS NULL OR o.locked_until < now())
                 ORDER BY o.seq LIMIT $1 FOR UPDATE),
-             {scan}, {lease},
+             {due}, {scan}, {lease},
              x AS (
                 SELECT count(pg_notify(current_schema() || '.' || $8, '')) AS notified
                 FROM (SELECT 1 WHERE (SELECT count(*) FROM n) > (SELECT count(*) FROM a)) AS left_over)
-             SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) AS scanned
+             SELECT l.*, (SELECT count(*) FROM a) AS kept, (SELECT count(*) FROM c) + (SELECT count(*) FROM d) AS scanned, {next}
              FROM x LEFT JOIN l ON true",
         mark = mark_rows(p, delete, "$6"),
-        scan = window_scan(p, "greatest($5 - (SELECT count(*) FROM a), 0)", lock_first),
-        lease = lease_rows(p),
+        due = due_scan(p, DUE_LIMIT),
+        scan = window_scan(p, SCAN_LIMIT, lock_first),
+        lease = lease_claimed(p),
+        next = next_due_in(p),
     )
 }
 

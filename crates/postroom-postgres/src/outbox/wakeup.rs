@@ -7,6 +7,10 @@
 //! began, so a notification that arrives between an empty claim and the wait is not lost: the
 //! wait returns at once. While the listening connection cannot be had, waiting is plain
 //! sleeping (polling), and the task keeps trying to reconnect.
+//!
+//! A scheduled row falling due sends no notification: every claim says when the next one
+//! falls due, a wait ends then at the latest, and a claim after that time scans the table
+//! even if nothing was notified.
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
@@ -64,6 +68,8 @@ pub(crate) struct Wakeup {
     signal: Arc<Signal>,
     /// Per relay: its last claim.
     seen: Mutex<HashMap<String, LastClaim>>,
+    /// When the next scheduled row falls due, as the last claim saw it.
+    next_due: Mutex<Option<Instant>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -74,6 +80,7 @@ impl Wakeup {
             channel,
             signal: Arc::default(),
             seen: Mutex::default(),
+            next_due: Mutex::default(),
             task: Mutex::default(),
         }
     }
@@ -100,15 +107,37 @@ impl Wakeup {
             dense: false,
         });
         last.count = count;
+        let (dense, empty_scan) = (last.dense, last.empty_scan);
+        drop(seen);
+        let now = Instant::now();
+        let fell_due = self.next_due().is_some_and(|due| due <= now);
         ClaimStart {
             count,
-            began: Instant::now(),
+            began: now,
             skip_scan: listening
-                && last
-                    .empty_scan
-                    .is_some_and(|(c, began)| c == count && began.elapsed() < RECHECK),
-            lock_first: last.dense,
+                && !fell_due
+                && empty_scan.is_some_and(|(c, began)| c == count && began.elapsed() < RECHECK),
+            lock_first: dense,
         }
+    }
+
+    /// What a claim said about the next scheduled row: it falls due in `seconds` (none is
+    /// waiting if `None`).
+    pub(crate) fn next_due_in(&self, seconds: Option<f64>) {
+        let due = seconds
+            .filter(|s| s.is_finite())
+            .map(|s| Instant::now() + Duration::from_secs_f64(s.clamp(0.0, 1e9)));
+        *self
+            .next_due
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = due;
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        *self
+            .next_due
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What `relay`'s scan of the outbox, begun as `start`, found: `rows` of the `asked` it
@@ -136,9 +165,13 @@ impl Wakeup {
     }
 
     /// Return when a notification arrived since `relay`'s last claim began (at once if one
-    /// already has), or after `max_wait`.
+    /// already has), when the next scheduled row falls due, or after `max_wait`.
     pub(crate) async fn wait(&self, relay: &str, max_wait: Duration) {
         self.start();
+        let max_wait = match self.next_due() {
+            Some(due) => max_wait.min(due.saturating_duration_since(Instant::now())),
+            None => max_wait,
+        };
         let notified = self.signal.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -147,10 +180,9 @@ impl Wakeup {
         if seen.is_some_and(|s| s != now) {
             return;
         }
-        if !self.signal.listening.load(Ordering::Acquire) {
-            tokio::time::sleep(max_wait).await;
-            return;
-        }
+        // While nobody listens this is polling, except that the listener wakes every waiter
+        // once it connects (rows may have come meanwhile): a relay that began waiting before
+        // its listener was up does not sleep through the rows written since.
         let _ = tokio::time::timeout(max_wait, notified).await;
     }
 

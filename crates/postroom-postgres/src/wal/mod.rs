@@ -22,6 +22,9 @@
 //!   the same slot stand by and take over within [`TAKEOVER_AFTER_CRASH`] of its death.
 //! - The slot's lag is measured ([`lag`]); a slot that was invalidated or dropped is an error
 //!   with the way back ([`WalRelay::recreate_slot`]).
+//! - Scheduled rows ([`crate::outbox::schedule`]) are not published from the log, which hands
+//!   them over at their commit: a timer beside the stream claims each once it falls due and
+//!   marks it published, as the claiming relay would.
 //!
 //! Do not run the claiming relay and the WAL relay on one outbox: each would publish every
 //! row. `docs/wal-relay.md` in the repository has the setup, the trade-offs of the table-less
@@ -33,6 +36,7 @@ mod pgoutput;
 mod pump;
 mod relay;
 mod retention;
+mod scheduled;
 mod slot;
 mod stream;
 mod table_less;

@@ -79,8 +79,11 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
                 _ = shutdown.changed() => break Ok(()),
                 Some((batch, results)) = in_flight.next() => self.settle(&mut window, batch, results),
                 event = session.next(), if reading => match event {
-                    Ok(Event::Committed { end_lsn, commit_time, messages }) => {
+                    Ok(Event::Committed { end_lsn, commit_time, messages, scheduled }) => {
                         window.push_txn(end_lsn, commit_time, messages);
+                        if scheduled {
+                            self.scheduled.committed();
+                        }
                     }
                     Ok(Event::Keepalive { wal_end, reply_now }) => {
                         window.passed(wal_end);

@@ -77,6 +77,8 @@ pub struct WalRelay<P: ?Sized> {
     pub(super) config: WalRelayConfig,
     pub(super) slot: String,
     pub(super) publication: String,
+    /// The stream's word to the timer that publishes scheduled rows (see `scheduled`).
+    pub(super) scheduled: Arc<super::scheduled::ScheduledSignal>,
 }
 
 /// A slot or publication name: lower-case letters, digits and `_`, at most 63 characters.
@@ -120,6 +122,7 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
             config,
             slot,
             publication,
+            scheduled: Arc::default(),
         })
     }
 
@@ -148,6 +151,10 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
     /// needs a person's hand is logged as an error, with the way back, at each try); they
     /// never end the loop. On shutdown the batches in flight are waited for and the slot's
     /// position is advanced past what they confirmed.
+    ///
+    /// Scheduled rows are not published from the log (it hands them over at their commit,
+    /// before their time): beside the stream, a timer claims them once they fall due and
+    /// marks them published, on every relay of the slot (see `scheduled`).
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
         let mut backoff = postroom_core::backoff::Backoff::new(
             Duration::from_millis(200),
@@ -155,6 +162,24 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
         );
         let mut standing_by = false;
         let sampler = super::lag::sample_while(self, shutdown.clone());
+        let due_rows = Arc::new(super::scheduled::DueRows::new(
+            self.pool.clone(),
+            &self.prefix,
+            self.scheduled.clone(),
+        ));
+        let timer = postroom_core::OutboxRelay::new(
+            due_rows,
+            self.publisher.clone(),
+            postroom_core::RelayConfig {
+                relay_id: format!("{}-scheduled", self.config.relay_id),
+                batch_size: self.config.batch_size,
+                retry_after: self.config.retry_after,
+                retention: self.config.retention,
+                idle_wait: self.config.standby_poll,
+                ..postroom_core::RelayConfig::default()
+            },
+        );
+        let timer = timer.run(shutdown.clone());
         let main = async {
             while !*shutdown.borrow() && shutdown.has_changed().is_ok() {
                 let pause = match self.stream(&mut shutdown).await {
@@ -188,7 +213,7 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
                 }
             }
         };
-        tokio::join!(main, sampler);
+        tokio::join!(main, sampler, timer);
         self.active(false);
     }
 

@@ -39,7 +39,8 @@ pub(crate) async fn keep_position(
         let sql = format!(
             "DELETE FROM {prefix}outbox
              WHERE seq <= (SELECT published_seq FROM {prefix}wal_position WHERE slot = $2)
-               AND published_at IS NULL AND created_at < now() - make_interval(secs => $1)"
+               AND published_at IS NULL AND not_before IS NULL
+               AND created_at < now() - make_interval(secs => $1)"
         );
         match sqlx::query(&sql)
             .bind(older_than.as_secs_f64())
@@ -112,6 +113,7 @@ impl<P: Publisher + ?Sized + 'static> WalRelay<P> {
                 "SELECT seq, id, aggregate_key, route_kind, route, headers, body, created_at, publish_attempts
                  FROM {p}outbox
                  WHERE seq > $1 AND (seq > $2 OR created_at > $3::timestamptz - interval '{LONGEST_PRODUCER_TRANSACTION}')
+                   AND not_before IS NULL
                  ORDER BY seq LIMIT $4"
             );
             let rows = sqlx::query(&sql)

@@ -23,6 +23,8 @@ struct OutboxColumns {
     route: usize,
     headers: usize,
     body: usize,
+    /// Absent in rows logged before the outbox had scheduled sends.
+    not_before: Option<usize>,
 }
 
 impl OutboxColumns {
@@ -46,7 +48,16 @@ impl OutboxColumns {
             route: at("route")?,
             headers: at("headers")?,
             body: at("body")?,
+            not_before: r.columns.iter().position(|c| c == "not_before"),
         })
+    }
+
+    /// Whether an inserted row is a scheduled one: it is left to the timer that claims
+    /// scheduled rows when they fall due (published from the log, it would go out early, and
+    /// the timer would send it once more).
+    fn is_scheduled(&self, values: &[Value]) -> bool {
+        self.not_before
+            .is_some_and(|i| values.get(i).is_some_and(Option::is_some))
     }
 
     /// The message an inserted row holds, and the row's `seq`.
@@ -103,11 +114,13 @@ pub(crate) type Read = (Option<i64>, OutgoingMessage);
 /// What the stream said.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// A committed transaction's outbox messages, in order (possibly none).
+    /// A committed transaction's outbox messages, in order (possibly none), and whether it
+    /// wrote scheduled rows (not among the messages: the timer publishes them).
     Committed {
         end_lsn: Lsn,
         commit_time: i64,
         messages: Vec<Read>,
+        scheduled: bool,
     },
     /// Everything before `wal_end` was sent; `reply_now` asks for a status update at once.
     Keepalive { wal_end: Lsn, reply_now: bool },
@@ -123,6 +136,8 @@ pub(crate) struct Session {
     message_prefix: String,
     relations: HashMap<u32, Option<OutboxColumns>>,
     open: Option<(i64, Vec<Read>)>,
+    /// The open transaction wrote scheduled rows.
+    open_scheduled: bool,
     received: Lsn,
 }
 
@@ -148,6 +163,7 @@ impl Session {
             message_prefix: super::table_less::message_prefix(schema, prefix),
             relations: HashMap::new(),
             open: None,
+            open_scheduled: false,
             received: Lsn::ZERO,
         })
     }
@@ -185,6 +201,7 @@ impl Session {
         match decoded {
             Decoded::Begin { commit_time } => {
                 self.open = Some((commit_time, Vec::new()));
+                self.open_scheduled = false;
             }
             Decoded::Commit {
                 end_lsn,
@@ -195,6 +212,7 @@ impl Session {
                     end_lsn,
                     commit_time,
                     messages,
+                    scheduled: std::mem::take(&mut self.open_scheduled),
                 });
             }
             Decoded::Relation(r) => {
@@ -208,8 +226,13 @@ impl Session {
             }
             Decoded::Insert { relation, values } => {
                 if let Some(Some(columns)) = self.relations.get(&relation) {
-                    let message = columns.message(&values)?;
-                    self.in_open("an outbox insert")?.push(message);
+                    if columns.is_scheduled(&values) {
+                        self.in_open("an outbox insert")?;
+                        self.open_scheduled = true;
+                    } else {
+                        let message = columns.message(&values)?;
+                        self.in_open("an outbox insert")?.push(message);
+                    }
                 }
             }
             Decoded::Message {
