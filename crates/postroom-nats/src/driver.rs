@@ -193,6 +193,10 @@ mod tests {
         assert!(!e.message().contains("s3cr3t"), "{e}");
         let e = target("nats://h:4222/s").unwrap_err();
         assert!(e.message().contains("no path"), "{e}");
+        // A token written as the user (the NATS client's own form) is refused, never shown.
+        let e = target("nats://S3CRET-token@h:4222").unwrap_err();
+        assert!(e.message().contains("no password"), "{e}");
+        assert!(!e.to_string().contains("S3CRET"), "{e}");
     }
 
     #[test]
