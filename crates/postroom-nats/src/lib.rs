@@ -8,6 +8,10 @@
 //! diagnostic, MAX_DELIVERIES advisories captured and turned into parked copies, and recovery
 //! from missed heartbeats, deleted durables and server restarts.
 //!
+//! Connections reach secured servers the way production clusters ask: `tls://` with a CA
+//! file, mutual TLS, and a user and password, a token, an NKey or a `.creds` file, each
+//! from a file or the environment and never printed ([`security`]).
+//!
 //! Where things go, for prefix `shop` and consumer `inventory`:
 //!
 //! | what | name | notes |

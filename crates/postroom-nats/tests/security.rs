@@ -128,6 +128,20 @@ async fn a_server_certificate_of_another_ca_is_not_trusted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_certificate_for_another_host_is_refused() {
+    let ca = TestCa::new("nats test CA");
+    let server =
+        NatsSecureServer::start(&NatsSecureConfig::new().tls(ca.server_cert(&["nats.example"])));
+    let ca_file = ca.write_cert(server.dir(), "ca.pem");
+    let e = refused(
+        &format!("{}?cacertfile={}", server.url("tls"), ca_file.display()),
+        &[],
+    )
+    .await;
+    assert!(e.contains("does not name the host"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_server_certificate_is_named() {
     let ca = TestCa::new("nats test CA");
     let server =
@@ -326,10 +340,15 @@ async fn a_creds_file_in_operator_mode_round_trips_and_a_stranger_is_refused() {
     let creds = server.write_file("app.creds", &operator.user_creds("inventory"));
     let base = format!("{}?cacertfile={}", server.url("tls"), ca_file.display());
     works(&format!("{base}&creds_file={}", creds.display())).await;
-    let stranger = server.write_file("stranger.creds", &operator.stranger_creds("x"));
+    let stranger_text = operator.stranger_creds("x");
+    let seed = stranger_text
+        .lines()
+        .find(|l| l.starts_with("SU"))
+        .expect("the creds hold a user seed");
+    let stranger = server.write_file("stranger.creds", &stranger_text);
     let e = refused(
         &format!("{base}&creds_file={}", stranger.display()),
-        &["SU"],
+        &[seed],
     )
     .await;
     assert!(
