@@ -79,7 +79,9 @@ fn redact_params(text: &str) -> String {
         let value_end = text[eq + 1..]
             .find(|c: char| matches!(c, '&' | ';' | '#') || c.is_whitespace())
             .map_or(text.len(), |p| p + eq + 1);
-        if !name.is_empty() && SECRET_PARAMS.iter().any(|s| name.contains(s)) {
+        // `password_file=/run/secrets/pw` names where a secret is, not the secret.
+        let names_a_file = name.ends_with("_file") || name.ends_with("-file");
+        if !name.is_empty() && !names_a_file && SECRET_PARAMS.iter().any(|s| name.contains(s)) {
             out.push_str(&text[copied..=eq]);
             out.push_str("***");
             copied = value_end;
@@ -151,6 +153,10 @@ mod tests {
         );
         assert_eq!(redact("sqs://q?Secret_Key=abc"), "sqs://q?Secret_Key=***");
         assert_eq!(redact("x?sslpassword=pw#f"), "x?sslpassword=***#f");
+        assert_eq!(
+            redact("nats://app@h?password_file=/run/pw&token=t0k"),
+            "nats://***@h?password_file=/run/pw&token=***"
+        );
     }
 
     #[test]
