@@ -4,8 +4,9 @@
 //! pull requests do not (the subscriber notices the missing heartbeats and asks again).
 
 use crate::error::from_client;
+use crate::security::NatsTarget;
+use postroom_core::Result;
 use postroom_core::metrics as m;
-use postroom_core::{Error, ErrorKind, Result};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -41,10 +42,17 @@ pub fn servers(url: &str) -> impl Iterator<Item = &str> {
 }
 
 impl NatsConnection {
-    /// Connect to `url` (`nats://host:port`, credentials in the URL if any; several servers
-    /// of one cluster separated by commas, the client failing over between them) under
-    /// `name`.
+    /// Connect to `url` (`nats://host:port` or `tls://host:port`, with the security
+    /// settings of [`crate::security::settings`] in its query and credentials in it if any;
+    /// several servers of one cluster separated by commas, the client failing over between
+    /// them) under `name`.
     pub async fn connect(url: &str, name: &str) -> Result<Self> {
+        Self::connect_to(&NatsTarget::from_url(url)?, name).await
+    }
+
+    /// Connect to `target`'s servers with its security settings under `name`. A failure says
+    /// which setting to change ([`crate::security::failure`]); no message holds a secret.
+    pub async fn connect_to(target: &NatsTarget, name: &str) -> Result<Self> {
         let reconnects = Arc::new(AtomicU64::new(0));
         let seen = reconnects.clone();
         let connected_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -79,13 +87,12 @@ impl NatsConnection {
                     }
                 }
             });
-        let list: Vec<&str> = servers(url).collect();
-        let client = options.connect(list).await.map_err(|e| {
-            Error::new(
-                ErrorKind::Connection,
-                format!("connecting to NATS at {}: {e}", redact(url)),
-            )
-        })?;
+        let options = target.security.apply(options)?;
+        let list: Vec<&str> = target.servers.iter().map(String::as_str).collect();
+        let client = match options.connect(list).await {
+            Ok(client) => client,
+            Err(e) => return Err(crate::security::failure::explain(e, target).await),
+        };
         let js = async_nats::jetstream::new(client.clone());
         Ok(Self {
             client,

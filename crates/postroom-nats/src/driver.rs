@@ -5,7 +5,13 @@
 //! from the workload; every other key is one of postroom-nats's `NatsConfig` (`ack_wait`,
 //! `max_deliver`, `max_ack_pending`, `backoff`, `max_delay`, `duplicate_window`, `storage`,
 //! …, and a consumer's `partitions`). A key neither knows is refused by name.
+//!
+//! `tls://` (or `?tls=required`), `cacertfile`, `certfile`, `keyfile`, `password_file`,
+//! `token_file`, `nkey_file` and `creds_file` secure the connection, in the URL's query or in
+//! the file's `[nats]` table (`postroom_nats::security::settings`).
 
+use crate::security::NatsTarget;
+use crate::security::settings::{FileSettings, take_file_settings};
 use crate::topology::reset::delete_workload;
 use crate::{NatsConfig, NatsConnection, NatsTransport, Topology};
 use postroom_core::driver::Endpoint;
@@ -74,6 +80,7 @@ fn from_text(text: &str, spec: &TransportSpec) -> Result<(NatsConfig, Vec<String
     let bad = |e: &dyn std::fmt::Display| Error::config(format!("topology file (NATS): {e}"));
     let mut table: toml::Table = toml::from_str(text).map_err(|e| bad(&e))?;
     table.remove("ladder");
+    take_file_settings(&mut table)?;
     let explicit: Vec<String> = table.keys().cloned().collect();
     table.insert(
         "prefix".into(),
@@ -102,29 +109,26 @@ fn from_text(text: &str, spec: &TransportSpec) -> Result<(NatsConfig, Vec<String
     Ok((config, explicit))
 }
 
-/// Refuse what a `nats://` URL could carry but postroom does not read: a path, or a query
-/// (the client would drop it silently; every NATS setting is a topology file key).
-pub fn check_url(endpoint: &Endpoint) -> Result {
-    let url = url::Url::parse(endpoint.expose())
-        .map_err(|e| Error::config(format!("broker {}: {e}", endpoint.redacted())))?;
-    if !matches!(url.path(), "" | "/") {
-        return Err(Error::config(format!(
-            "broker {}: a NATS URL has no path (stream names come from the workload)",
-            endpoint.redacted()
-        )));
-    }
-    if let Some((key, _)) = url.query_pairs().next() {
-        return Err(Error::config(format!(
-            "broker {}: a NATS URL takes no settings, not {key:?}: ack_wait, max_deliver and the rest are keys of the topology file",
-            endpoint.redacted()
-        )));
-    }
-    Ok(())
+/// Where and how to connect: the broker URL's servers and settings with the topology file's
+/// `[nats]` table. Errors name the broker by its redacted URL, never a secret.
+pub fn target_of(endpoint: &Endpoint, spec: &TransportSpec) -> Result<NatsTarget> {
+    let file = match &spec.topology_text {
+        Some(text) => {
+            let mut table: toml::Table = toml::from_str(text)
+                .map_err(|e| Error::config(format!("topology file (NATS): {e}")))?;
+            take_file_settings(&mut table)?
+        }
+        None => FileSettings::default(),
+    };
+    NatsTarget::from_url_and_file(endpoint.expose(), &file).map_err(|e| {
+        Error::config(format!("broker {}: {}", endpoint.redacted(), e.message()))
+            .scrubbed(|t| endpoint.scrub(t))
+    })
 }
 
-async fn connect(endpoint: &Endpoint) -> Result<NatsConnection> {
-    check_url(endpoint)?;
-    NatsConnection::connect(endpoint.expose(), "postroom")
+async fn connect(endpoint: &Endpoint, spec: &TransportSpec) -> Result<NatsConnection> {
+    let target = target_of(endpoint, spec)?;
+    NatsConnection::connect_to(&target, "postroom")
         .await
         .map_err(|e| cannot_reach("NATS", endpoint, e))
 }
@@ -135,11 +139,11 @@ impl Driver for NatsDriver {
     }
 
     fn schemes(&self) -> &'static [&'static str] {
-        &["nats"]
+        &["nats", "tls"]
     }
 
     fn url_help(&self) -> &'static str {
-        "nats://host:4222 (NATS JetStream)"
+        "nats://host:4222 or tls://host:4222 (NATS JetStream; ?cacertfile=ca.pem for its CA, credentials in password_file, token_file, nkey_file or creds_file)"
     }
 }
 
@@ -147,7 +151,7 @@ impl Driver for NatsDriver {
 impl TransportDriver for NatsDriver {
     async fn open(&self, endpoint: &Endpoint, spec: &TransportSpec) -> Result<Arc<dyn Transport>> {
         let config = config_of(spec)?;
-        let conn = connect(endpoint).await?;
+        let conn = connect(endpoint, spec).await?;
         if spec.fresh {
             // The workload's streams belong to this run: start from an empty server state, so
             // that no copy of an earlier, interrupted run is delivered into this one.
@@ -163,7 +167,7 @@ impl TransportDriver for NatsDriver {
         spec: &TransportSpec,
     ) -> Result<Option<Box<dyn TopologyPlan>>> {
         let config = config_of(spec)?;
-        let conn = connect(endpoint).await?;
+        let conn = connect(endpoint, spec).await?;
         Ok(Some(Box::new(Planned(Topology::new(conn, config)?))))
     }
 }
@@ -179,13 +183,36 @@ mod tests {
     }
 
     #[test]
-    fn a_nats_url_with_a_path_or_settings_is_refused() {
-        check_url(&Endpoint::broker("nats://127.0.0.1:4222").unwrap()).unwrap();
-        check_url(&Endpoint::broker("nats://u:p@127.0.0.1:4222/").unwrap()).unwrap();
-        let e = check_url(&Endpoint::broker("nats://h:4222?max_deliver=3").unwrap()).unwrap_err();
+    fn a_nats_url_with_a_path_or_unknown_settings_is_refused() {
+        let spec = TransportSpec::of(Workload::new("shop", "5s".parse().unwrap()));
+        let target = |url: &str| target_of(&Endpoint::broker(url).unwrap(), &spec);
+        target("nats://127.0.0.1:4222").unwrap();
+        target("nats://u:p@127.0.0.1:4222/").unwrap();
+        let e = target("nats://u:s3cr3t@h:4222?max_deliver=3").unwrap_err();
         assert!(e.message().contains("\"max_deliver\""), "{e}");
-        let e = check_url(&Endpoint::broker("nats://h:4222/s").unwrap()).unwrap_err();
+        assert!(!e.message().contains("s3cr3t"), "{e}");
+        let e = target("nats://h:4222/s").unwrap_err();
         assert!(e.message().contains("no path"), "{e}");
+        // A token written as the user (the NATS client's own form) is refused, never shown.
+        let e = target("nats://S3CRET-token@h:4222").unwrap_err();
+        assert!(e.message().contains("no password"), "{e}");
+        assert!(!e.to_string().contains("S3CRET"), "{e}");
+    }
+
+    #[test]
+    fn the_nats_table_of_a_topology_file_secures_the_connection() {
+        let text = "prefix = \"shop\"\n[nats]\ntls = \"required\"\n";
+        let spec = TransportSpec::from_file(TopologyFile::parse(text).unwrap());
+        let t = target_of(&Endpoint::broker("nats://h").unwrap(), &spec).unwrap();
+        assert!(t.security.tls);
+        assert_eq!(t.servers, ["tls://h:4222"]);
+        assert_eq!(
+            file(text).unwrap().prefix,
+            "shop",
+            "the table is not a topology key"
+        );
+        let e = file("prefix = \"shop\"\n[nats]\nack_wait = \"5s\"\n").unwrap_err();
+        assert!(e.message().contains("unknown field `ack_wait`"), "{e}");
     }
 
     #[test]

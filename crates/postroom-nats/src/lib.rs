@@ -8,6 +8,10 @@
 //! diagnostic, MAX_DELIVERIES advisories captured and turned into parked copies, and recovery
 //! from missed heartbeats, deleted durables and server restarts.
 //!
+//! Connections reach secured servers the way production clusters ask: `tls://` with a CA
+//! file, mutual TLS, and a user and password, a token, an NKey or a `.creds` file, each
+//! from a file or the environment and never printed ([`security`]).
+//!
 //! Where things go, for prefix `shop` and consumer `inventory`:
 //!
 //! | what | name | notes |
@@ -67,6 +71,7 @@ pub mod headers;
 pub mod naming;
 pub mod publisher;
 pub mod retry_book;
+pub mod security;
 pub mod subscriber;
 pub mod topology;
 pub mod transport;
@@ -76,6 +81,7 @@ pub use connection::NatsConnection;
 pub use dead_letters::{Advisory, DeadLetter, DeadLetterSubscriber};
 pub use delivery::NatsDelivery;
 pub use publisher::JetStreamPublisher;
+pub use security::{NatsAuth, NatsSecurity, NatsTarget, Secret};
 pub use subscriber::NatsSubscriber;
 pub use topology::{Change, Topology};
 pub use transport::NatsTransport;

@@ -66,7 +66,7 @@ known_drivers! {
     Store "sqlite" "SQLite" ["sqlite"] => postroom_sqlite::driver::SqliteDriver;
     Store "postgres" "PostgreSQL" ["postgres", "postgresql"] => postroom_postgres::driver::PostgresDriver;
     Transport "rabbitmq" "RabbitMQ" ["amqp", "amqps"] => postroom_rabbitmq::driver::RabbitDriver;
-    Transport "nats" "NATS" ["nats"] => postroom_nats::driver::NatsDriver;
+    Transport "nats" "NATS" ["nats", "tls"] => postroom_nats::driver::NatsDriver;
     Transport "sqs" "SQS" ["sqs", "sqs+fifo"] => postroom_sqs::driver::SqsDriver;
     Transport "kafka" "Kafka" ["kafka", "kafka+ssl"] => postroom_kafka::driver::KafkaDriver;
 }

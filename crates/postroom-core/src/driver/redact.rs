@@ -39,6 +39,8 @@ fn redact_userinfo(text: &str) -> String {
                         out.push_str(user);
                         out.push_str(":***");
                     }
+                    // A NATS client reads a lone user name as a token (`nats://TOKEN@host`).
+                    None if lone_user_is_a_token(head) => out.push_str("***"),
                     None => out.push_str(userinfo),
                 }
                 out.push_str(&token[at..]);
@@ -49,6 +51,19 @@ fn redact_userinfo(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Whether the URL whose text up to `://` is `head` has a scheme (`nats`, `tls`) whose
+/// clients take a user name without a password as a token.
+fn lone_user_is_a_token(head: &str) -> bool {
+    let before = &head[..head.len() - 3];
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .map_or(0, |p| p + 1);
+    matches!(
+        before[start..].to_ascii_lowercase().as_str(),
+        "nats" | "tls"
+    )
 }
 
 fn redact_params(text: &str) -> String {
@@ -64,7 +79,9 @@ fn redact_params(text: &str) -> String {
         let value_end = text[eq + 1..]
             .find(|c: char| matches!(c, '&' | ';' | '#') || c.is_whitespace())
             .map_or(text.len(), |p| p + eq + 1);
-        if !name.is_empty() && SECRET_PARAMS.iter().any(|s| name.contains(s)) {
+        // `password_file=/run/secrets/pw` names where a secret is, not the secret.
+        let names_a_file = name.ends_with("_file") || name.ends_with("-file");
+        if !name.is_empty() && !names_a_file && SECRET_PARAMS.iter().any(|s| name.contains(s)) {
             out.push_str(&text[copied..=eq]);
             out.push_str("***");
             copied = value_end;
@@ -101,6 +118,13 @@ mod tests {
             "postgres://u:***@h:5432/db?sslmode=require"
         );
         assert_eq!(redact("nats://u:S@C?R#T@h:4222"), "nats://u:***@h:4222");
+        // A NATS URL's lone user is a token.
+        assert_eq!(redact("nats://S3CRETTOKEN@h:4222"), "nats://***@h:4222");
+        assert_eq!(
+            redact("at tls://S3CRETTOKEN@h:4222, NATS://T@h"),
+            "at tls://***@h:4222, NATS://***@h"
+        );
+        assert_eq!(redact("amqp://guest@mq/%2f"), "amqp://guest@mq/%2f");
     }
 
     #[test]
@@ -129,6 +153,10 @@ mod tests {
         );
         assert_eq!(redact("sqs://q?Secret_Key=abc"), "sqs://q?Secret_Key=***");
         assert_eq!(redact("x?sslpassword=pw#f"), "x?sslpassword=***#f");
+        assert_eq!(
+            redact("nats://app@h?password_file=/run/pw&token=t0k"),
+            "nats://***@h?password_file=/run/pw&token=***"
+        );
     }
 
     #[test]

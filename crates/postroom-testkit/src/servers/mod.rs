@@ -20,6 +20,8 @@ pub use moto::MotoServer;
 #[cfg(feature = "own-servers")]
 pub mod nats_cluster;
 #[cfg(feature = "own-servers")]
+pub mod nats_secure;
+#[cfg(feature = "own-servers")]
 pub mod os_user;
 #[cfg(feature = "own-servers")]
 pub mod pg_cluster;
@@ -30,6 +32,8 @@ pub mod test_ca;
 
 #[cfg(feature = "own-servers")]
 pub use nats_cluster::NatsCluster;
+#[cfg(feature = "own-servers")]
+pub use nats_secure::{NatsOperator, NatsSecureConfig, NatsSecureServer};
 #[cfg(feature = "own-servers")]
 pub use pg_cluster::PgCluster;
 #[cfg(feature = "own-servers")]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// How long a node may take to be healthy (JetStream in contact with a meta leader).
 const BOOT_LIMIT: Duration = Duration::from_secs(30);
 
-fn binary() -> PathBuf {
+pub(crate) fn binary() -> PathBuf {
     if let Ok(p) = std::env::var("POSTROOM_NATS_SERVER") {
         return p.into();
     }
@@ -215,7 +215,7 @@ impl NatsCluster {
 }
 
 /// The HTTP status of `GET /healthz` on the monitoring port.
-fn healthz(port: u16) -> std::io::Result<u16> {
+pub(crate) fn healthz(port: u16) -> std::io::Result<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
     s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;

@@ -17,7 +17,7 @@ pub struct TestCa {
 
 postroom_core::debug_showing!(TestCa { name });
 
-/// A server certificate and its private key, both PEM.
+/// A server (or client) certificate and its private key, both PEM.
 #[derive(Clone)]
 pub struct ServerCert {
     /// The certificate (PEM).
@@ -71,6 +71,30 @@ impl TestCa {
     /// A server certificate for `names` (DNS names or IP addresses), signed by this CA.
     #[must_use]
     pub fn server_cert(&self, names: &[&str]) -> ServerCert {
+        self.signed(names, ExtendedKeyUsagePurpose::ServerAuth, validity)
+    }
+
+    /// A server certificate for `names` that expired on 1 January 2021.
+    #[must_use]
+    pub fn expired_server_cert(&self, names: &[&str]) -> ServerCert {
+        self.signed(names, ExtendedKeyUsagePurpose::ServerAuth, |p| {
+            p.not_before = date_time_ymd(2020, 1, 1);
+            p.not_after = date_time_ymd(2021, 1, 1);
+        })
+    }
+
+    /// A client certificate whose common name is `name`, for servers that verify clients.
+    #[must_use]
+    pub fn client_cert(&self, name: &str) -> ServerCert {
+        self.signed(&[name], ExtendedKeyUsagePurpose::ClientAuth, validity)
+    }
+
+    fn signed(
+        &self,
+        names: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+        valid: impl FnOnce(&mut CertificateParams),
+    ) -> ServerCert {
         let key = KeyPair::generate().expect("generate the server key");
         let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
         let mut params = CertificateParams::new(names.clone()).expect("server parameters");
@@ -82,9 +106,9 @@ impl TestCa {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.extended_key_usages = vec![usage];
         params.use_authority_key_identifier_extension = true;
-        validity(&mut params);
+        valid(&mut params);
         let cert = params
             .signed_by(&key, &self.issuer)
             .expect("sign the server certificate");

@@ -77,3 +77,13 @@ fn each_built_driver_is_its_line_of_the_list_and_each_scheme_has_one_driver() {
     assert_eq!(all.len(), n, "a scheme is in two lines of the list");
     assert_eq!(r.store_help().len() + r.transport_help().len(), built.len());
 }
+
+#[cfg(feature = "nats")]
+#[test]
+fn a_tls_url_is_a_nats_broker() {
+    let r = Registry::builtin();
+    let d = r
+        .transport_driver(&Endpoint::broker("tls://n.internal:4222?cacertfile=/ca.pem").unwrap())
+        .unwrap();
+    assert_eq!(d.name(), "nats");
+}
