@@ -89,7 +89,47 @@
 //! running.shutdown().await;                     // drains
 //! # Ok(()) }
 //! ```
-
+//!
+//! ## From a first service to production
+//!
+//! 1. **A first service, no server.** `Service::builder().database("app.db")`: a SQLite file
+//!    holds the outbox, the inbox, the parking lot and the queue in tables that stands in for
+//!    a broker. The example above is this service.
+//! 2. **PostgreSQL.** `.database("postgres://app@db.internal/app?sslmode=verify-full&sslrootcert=/etc/postroom/db-ca.pem")`
+//!    (TLS through rustls; the password from the environment, never in code). Size the pool
+//!    with [`ServiceBuilder::pool_size`]: each handler call in flight and the relay take a
+//!    connection. [`ServiceBuilder::table_prefix`] names postroom's tables. The producer writes
+//!    with `postroom::postgres::outbox::enqueue` in its own transaction.
+//! 3. **A broker.** `.broker(url)` with `amqp://`/`amqps://` (RabbitMQ, whose topology needs
+//!    the management plugin: `rabbitmq-plugins enable rabbitmq_management`), `nats://`/`tls://`
+//!    (NATS JetStream), `sqs://` (Amazon SQS, credentials from the AWS chain) or `kafka://`
+//!    (Kafka). Every name the service owns on the broker starts with
+//!    [`ServiceBuilder::prefix`] (RabbitMQ's work exchange is `{prefix}.events`); each
+//!    transport's settings, TLS and credentials are in its page under `docs/brokers/`, and a
+//!    topology file ([`ServiceBuilder::topology`]) holds them beside the consumers' bindings.
+//! 4. **Retries and parking.** [`ServiceBuilder::retry`] declares the ladder once; the broker's
+//!    delay stages are made from it, and a consumer whose ladder the transport cannot keep is
+//!    refused at start. What exhausts its budget, or cannot be decoded, is parked with its
+//!    diagnostics; `postroom parking` and `postroom serve` search and redrive it.
+//! 5. **Throughput.** A [`batch_consumer`] applies many messages in one transaction (its
+//!    prefetch derived from the batch size); `.inbox_queue(..)` on PostgreSQL takes the
+//!    broker's partitions and prefetch out of the bound on work in flight; the WAL relay
+//!    (`Service::relay_from_wal`) publishes from the write-ahead log, writing nothing per
+//!    message.
+//! 6. **Ordering.** Messages of one aggregate (`Envelope::builder(..).aggregate(kind, id,
+//!    version)`) are published and delivered in version order; a message without an aggregate
+//!    is its own key and unordered. A scheduled send ([`OutgoingMessage::not_before`]) is
+//!    unordered too.
+//! 7. **Retention.** The relay purges published outbox rows after its retention
+//!    (`RelayConfig::retention`, 24 h by default, through [`Service::relay_with`]), or deletes
+//!    each row once confirmed with [`ServiceBuilder::delete_on_publish`] (PostgreSQL). Inbox
+//!    rows are what recognises a repeat: purge them (`postroom::postgres::inbox::purge`) no
+//!    sooner than the replay window (`postroom_core::inbox::DEFAULT_REPLAY_WINDOW`, 14 days);
+//!    redrive refuses copies older than that unless forced.
+//! 8. **Operating it.** [`Running::stats`] gives each consumer's counters, and
+//!    [`Running::stack`] what the outbox still holds ([`Stack::outbox_pending`]) and what an
+//!    inbox has applied ([`Stack::inbox_count`]). The `postroom` command line runs the relay
+//!    daemon with its metrics and health endpoints and the web console (`docs/operations.md`).
 /// The README's quickstart, compiled with the doc tests so that it keeps up with the API.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
