@@ -18,7 +18,7 @@
 
 mod schedule;
 mod send;
-mod wakeup;
+pub(crate) mod wakeup;
 
 pub use postroom_core::relay::{OutboxSender, Sent, ToSend};
 pub use schedule::{cancel, schedule};

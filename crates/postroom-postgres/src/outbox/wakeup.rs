@@ -69,7 +69,7 @@ pub(crate) struct Wakeup {
     /// Per relay: its last claim.
     seen: Mutex<HashMap<String, LastClaim>>,
     /// When the next scheduled row falls due, as the last claim saw it.
-    next_due: Mutex<Option<Instant>>,
+    next_due: NextDue,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -80,7 +80,7 @@ impl Wakeup {
             channel,
             signal: Arc::default(),
             seen: Mutex::default(),
-            next_due: Mutex::default(),
+            next_due: NextDue::default(),
             task: Mutex::default(),
         }
     }
@@ -124,20 +124,11 @@ impl Wakeup {
     /// What a claim said about the next scheduled row: it falls due in `seconds` (none is
     /// waiting if `None`).
     pub(crate) fn next_due_in(&self, seconds: Option<f64>) {
-        let due = seconds
-            .filter(|s| s.is_finite())
-            .map(|s| Instant::now() + Duration::from_secs_f64(s.clamp(0.0, 1e9)));
-        *self
-            .next_due
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = due;
+        self.next_due.set_in(seconds);
     }
 
     fn next_due(&self) -> Option<Instant> {
-        *self
-            .next_due
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.next_due.get()
     }
 
     /// What `relay`'s scan of the outbox, begun as `start`, found: `rows` of the `asked` it
@@ -275,4 +266,25 @@ async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error
         .await?;
     l.listen(&format!("{schema}.{channel}")).await?;
     Ok(l)
+}
+
+/// When the next scheduled row falls due, as the last claim said: what a relay's wait is
+/// capped by.
+#[derive(Debug, Default)]
+pub(crate) struct NextDue(Mutex<Option<Instant>>);
+
+impl NextDue {
+    /// The next row falls due in `seconds` from now (none is waiting if `None`; a value that
+    /// is not a finite number of seconds counts as none).
+    pub(crate) fn set_in(&self, seconds: Option<f64>) {
+        let due = seconds
+            .filter(|s| s.is_finite())
+            .map(|s| Instant::now() + Duration::from_secs_f64(s.clamp(0.0, 1e9)));
+        *postroom_core::sync::lock_unpoisoned(&self.0) = due;
+    }
+
+    /// When the next row falls due, if one is waiting.
+    pub(crate) fn get(&self) -> Option<Instant> {
+        *postroom_core::sync::lock_unpoisoned(&self.0)
+    }
 }

@@ -14,7 +14,6 @@ use crate::outbox::{PgOutbox, due_claim_sql, record_of_row};
 use crate::schema::TablePrefix;
 use postroom_core::{MessageId, OutboxRecord, OutboxStore, Result, async_trait};
 use sqlx::{PgPool, Row};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -36,7 +35,7 @@ pub(crate) struct DueRows {
     claim_sql: String,
     pending_sql: String,
     signal: std::sync::Arc<ScheduledSignal>,
-    next_due: Mutex<Option<Instant>>,
+    next_due: crate::outbox::wakeup::NextDue,
 }
 
 impl DueRows {
@@ -53,25 +52,16 @@ impl DueRows {
                 "SELECT count(*) FROM {prefix}outbox WHERE published_at IS NULL AND not_before IS NOT NULL"
             ),
             signal,
-            next_due: Mutex::default(),
+            next_due: crate::outbox::wakeup::NextDue::default(),
         }
     }
 
     fn set_next_due(&self, seconds: Option<f64>) {
-        let due = seconds
-            .filter(|s| s.is_finite())
-            .map(|s| Instant::now() + Duration::from_secs_f64(s.clamp(0.0, 1e9)));
-        *self
-            .next_due
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = due;
+        self.next_due.set_in(seconds);
     }
 
     fn next_due(&self) -> Option<Instant> {
-        *self
-            .next_due
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.next_due.get()
     }
 }
 
